@@ -1,0 +1,184 @@
+// Package auth turns credentials into a domain.Principal: API keys (stored only as
+// SHA-256 digests, compared in constant time, cached briefly in process) and poll
+// tokens (derived by HMAC from the request id, so never stored at all). It imports
+// internal/domain only; key storage is behind the KeyStore interface.
+package auth
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base32"
+	"encoding/base64"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/asyncstatus/asyncstatus/internal/domain"
+)
+
+// KeyStore keeps API key descriptions.
+type KeyStore interface {
+	LookupKey(ctx context.Context, id string) (domain.APIKey, error)
+	SaveKey(ctx context.Context, k domain.APIKey) error
+}
+
+const (
+	keyPrefix    = "ask_"
+	keyIDLen     = 16 // base32 characters of the public id
+	keySecretLen = 43 // base64url characters of 32 random bytes
+	keyIDPrefix  = "key_"
+)
+
+var (
+	idEncoding     = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+	tenantPattern  = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	keyIDCharClass = regexp.MustCompile(`^[a-z2-7]{16}$`)
+)
+
+// ValidTenant reports whether t can name a tenant: it appears in Redis hash tags and
+// in poll tokens, so braces, dots and upper case are refused.
+func ValidTenant(t string) bool { return tenantPattern.MatchString(t) }
+
+// NewKey makes an API key: the plain key (shown once) and its stored description.
+func NewKey(tenant string, scopes domain.Scopes, name string, now time.Time) (plain string, k domain.APIKey, err error) {
+	if !ValidTenant(tenant) {
+		return "", domain.APIKey{}, domain.Errorf(domain.ValidationFailed, "tenant must match %s", tenantPattern)
+	}
+	raw := make([]byte, 10+32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", domain.APIKey{}, err
+	}
+	idPart := idEncoding.EncodeToString(raw[:10])
+	plain = keyPrefix + idPart + base64.RawURLEncoding.EncodeToString(raw[10:])
+	k = domain.APIKey{ID: keyIDPrefix + idPart, Tenant: tenant, Scopes: scopes, Name: name,
+		CreatedAt: now.UTC().Truncate(time.Millisecond), Digest: sha256.Sum256([]byte(plain))}
+	return plain, k, nil
+}
+
+// parseKey returns the public key id inside a plain key, or false.
+func parseKey(plain string) (string, bool) {
+	if len(plain) != len(keyPrefix)+keyIDLen+keySecretLen || !strings.HasPrefix(plain, keyPrefix) {
+		return "", false
+	}
+	idPart := plain[len(keyPrefix) : len(keyPrefix)+keyIDLen]
+	if !keyIDCharClass.MatchString(idPart) {
+		return "", false
+	}
+	return keyIDPrefix + idPart, true
+}
+
+// Authenticator checks credentials.
+type Authenticator struct {
+	keys     KeyStore
+	cacheTTL time.Duration
+	secret   []byte
+	now      func() time.Time
+
+	mu    sync.Mutex
+	cache map[string]cached
+}
+
+type cached struct {
+	key     domain.APIKey
+	found   bool
+	expires time.Time
+}
+
+// maxCache bounds the cache so that random key ids cannot grow it without limit.
+const maxCache = 100_000
+
+// New returns an Authenticator. pollSecret keys the poll-token HMAC; cacheTTL is how
+// long a looked-up key (or its absence) is trusted: a revocation bites within it.
+func New(keys KeyStore, pollSecret []byte, cacheTTL time.Duration, now func() time.Time) *Authenticator {
+	if now == nil {
+		now = time.Now
+	}
+	return &Authenticator{keys: keys, cacheTTL: cacheTTL, secret: pollSecret, now: now, cache: map[string]cached{}}
+}
+
+func errUnauthenticated() error {
+	return domain.Errorf(domain.Unauthenticated, "A valid API key is required: Authorization: Bearer <key>.")
+}
+
+// APIKey authenticates a plain API key.
+func (a *Authenticator) APIKey(ctx context.Context, plain string) (domain.Principal, error) {
+	id, ok := parseKey(plain)
+	if !ok {
+		return domain.Principal{}, errUnauthenticated()
+	}
+	k, found, err := a.lookup(ctx, id)
+	if err != nil {
+		return domain.Principal{}, err
+	}
+	d := sha256.Sum256([]byte(plain))
+	if !found || subtle.ConstantTimeCompare(d[:], k.Digest[:]) != 1 {
+		return domain.Principal{}, errUnauthenticated()
+	}
+	return domain.Principal{Tenant: k.Tenant, KeyID: k.ID, Scopes: k.Scopes}, nil
+}
+
+func (a *Authenticator) lookup(ctx context.Context, id string) (domain.APIKey, bool, error) {
+	now := a.now()
+	if a.cacheTTL > 0 {
+		a.mu.Lock()
+		c, ok := a.cache[id]
+		a.mu.Unlock()
+		if ok && now.Before(c.expires) {
+			return c.key, c.found, nil
+		}
+	}
+	k, err := a.keys.LookupKey(ctx, id)
+	found := err == nil
+	if err != nil && domain.ErrorCode(err) != domain.NotFound {
+		return domain.APIKey{}, false, err
+	}
+	if a.cacheTTL > 0 {
+		a.mu.Lock()
+		if len(a.cache) >= maxCache {
+			clear(a.cache)
+		}
+		a.cache[id] = cached{key: k, found: found, expires: now.Add(a.cacheTTL)}
+		a.mu.Unlock()
+	}
+	return k, found, nil
+}
+
+// PollToken derives the poll token of a request: "<tenant>.<base64url HMAC>". The
+// tenant is in clear so the token alone finds the record; the MAC makes it
+// unguessable (256 bits) and lets the service check it without storing it.
+func (a *Authenticator) PollToken(tenant, id string) string {
+	return tenant + "." + base64.RawURLEncoding.EncodeToString(a.mac(tenant, id))
+}
+
+func (a *Authenticator) mac(tenant, id string) []byte {
+	m := hmac.New(sha256.New, a.secret)
+	m.Write([]byte("poll-token\x00" + tenant + "\x00" + id))
+	return m.Sum(nil)
+}
+
+// PollTokenPrincipal checks a poll token for request id. A wrong token is NOT_FOUND,
+// exactly like an id the caller may not see.
+func (a *Authenticator) PollTokenPrincipal(token, id string) (domain.Principal, error) {
+	tenant, macPart, ok := strings.Cut(token, ".")
+	if !ok || !ValidTenant(tenant) {
+		return domain.Principal{}, domain.ErrNotFound()
+	}
+	got, err := base64.RawURLEncoding.DecodeString(macPart)
+	if err != nil || !hmac.Equal(got, a.mac(tenant, id)) {
+		return domain.Principal{}, domain.ErrNotFound()
+	}
+	return domain.Principal{Tenant: tenant, Scopes: domain.ScopeRead, PollTokenFor: id}, nil
+}
+
+// PollCaller is the pacing identity of a principal: its key id, or "t" for the poll
+// token (one token per request, so one caller).
+func PollCaller(p domain.Principal) string {
+	if p.KeyID != "" {
+		return p.KeyID
+	}
+	return "t"
+}

@@ -1,0 +1,172 @@
+// Package config defines asyncstatus's configuration: one YAML file plus
+// ASYNCSTATUS_* environment overrides (spec §9). It must not import any other
+// internal package: every other package receives the parts it needs from main.
+package config
+
+import "time"
+
+// Config is the whole effective configuration. The yaml tags are the dotted
+// paths of spec §9; the env override of a key is ASYNCSTATUS_ + its upper-snake
+// path (redis.url -> ASYNCSTATUS_REDIS_URL).
+type Config struct {
+	Redis       Redis       `yaml:"redis"`
+	HTTP        HTTP        `yaml:"http"`
+	Auth        Auth        `yaml:"auth"`
+	Polling     Polling     `yaml:"polling"`
+	RateLimit   RateLimit   `yaml:"ratelimit"`
+	Lifecycle   Lifecycle   `yaml:"lifecycle"`
+	Retention   Retention   `yaml:"retention"`
+	Idempotency Idempotency `yaml:"idempotency"`
+	Limits      Limits      `yaml:"limits"`
+	Webhooks    Webhooks    `yaml:"webhooks"`
+	Log         Log         `yaml:"log"`
+}
+
+// Redis selects and tunes the store. None of URL, ClusterAddrs and
+// SentinelMaster set means the embedded in-process store.
+type Redis struct {
+	// URL of a single Redis (redis:// or rediss://). Secret: the password is masked when printed.
+	URL string `yaml:"url"`
+	// ClusterAddrs are seed nodes of a Redis Cluster (host:port).
+	ClusterAddrs []string `yaml:"cluster_addrs"`
+	// SentinelMaster and SentinelAddrs select a Sentinel-managed master.
+	SentinelMaster string   `yaml:"sentinel_master"`
+	SentinelAddrs  []string `yaml:"sentinel_addrs"`
+	// Password for cluster/sentinel nodes (URL carries its own). Secret.
+	Password string `yaml:"password"`
+	// KeyPrefix starts every key. default: "as".
+	KeyPrefix string `yaml:"key_prefix"`
+	// OpTimeout bounds every Redis call. default: 1s.
+	OpTimeout time.Duration `yaml:"op_timeout"`
+	// PoolSize per node; 0 = go-redis default (10 x GOMAXPROCS).
+	PoolSize int `yaml:"pool_size"`
+	// WaitReplicas > 0 makes every write wait for that many replicas (WAIT). default: 0.
+	WaitReplicas int `yaml:"wait_replicas"`
+	// WaitTimeout bounds the WAIT. default: 500ms.
+	WaitTimeout time.Duration `yaml:"wait_timeout"`
+}
+
+// HTTP is the listener.
+type HTTP struct {
+	// Addr to listen on. default: ":8080".
+	Addr string `yaml:"addr"`
+	// PublicURL, when set, is the base of absolute URLs (Location, Operation-Location, Link).
+	PublicURL string `yaml:"public_url"`
+	// BodyLimitBytes: larger bodies answer 413. default: 1048576.
+	BodyLimitBytes int `yaml:"body_limit_bytes"`
+	// ReadTimeout, WriteTimeout, IdleTimeout of connections. defaults: 10s, 10s, 60s.
+	ReadTimeout  time.Duration `yaml:"read_timeout"`
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	IdleTimeout  time.Duration `yaml:"idle_timeout"`
+	// ShutdownTimeout: how long in-flight requests may finish on SIGTERM. default: 10s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+}
+
+// Auth tunes credentials.
+type Auth struct {
+	// PollTokenSecret keys the HMAC that derives poll tokens from request ids, so that
+	// tokens are never stored. Secret. Required (>= 32 bytes) when Redis is configured;
+	// the embedded store makes a random one per process when empty.
+	PollTokenSecret string `yaml:"poll_token_secret"`
+	// KeyCacheTTL: how long a looked-up API key (and so a revocation) may be cached
+	// in process. default: 10s. 0 disables the cache.
+	KeyCacheTTL time.Duration `yaml:"key_cache_ttl"`
+}
+
+// Polling paces clients (spec §5).
+type Polling struct {
+	// Schedule: the n-th non-terminal poll answers Retry-After = step n; the last repeats.
+	// default: 1s,2s,5s,10s,30s. Each step a whole number of seconds in 1s..60s.
+	Schedule []time.Duration `yaml:"schedule"`
+	// ByType overrides Schedule for request types.
+	ByType map[string][]time.Duration `yaml:"by_type"`
+	// EarlyTolerance: a poll sooner than (1 - tolerance) x the last Retry-After is early. default: 0.2.
+	EarlyTolerance float64 `yaml:"early_tolerance"`
+}
+
+// RateLimit are ulule/limiter rates ("100-S", "5000-M").
+type RateLimit struct {
+	// Enabled switches all rate limits. default: true.
+	Enabled bool `yaml:"enabled"`
+	// Read, Write, Admin: per credential, by the scope the route needs. defaults: 50-S, 20-S, 5-S.
+	Read  string `yaml:"read"`
+	Write string `yaml:"write"`
+	Admin string `yaml:"admin"`
+	// Tenant: all credentials of one tenant together. default: 500-S.
+	Tenant string `yaml:"tenant"`
+	// Timeout: a limiter call slower than this fails open. default: 50ms.
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// Lifecycle timers (spec §6).
+type Lifecycle struct {
+	// QueuedTimeout: queued longer than this -> expired (REQUEST_EXPIRED). default: 24h.
+	QueuedTimeout time.Duration `yaml:"queued_timeout"`
+	// ProcessingTimeout: processing without heartbeat this long -> failed
+	// (ERR_JOB_EXECUTION_TIMED_OUT). default: 15m.
+	ProcessingTimeout time.Duration `yaml:"processing_timeout"`
+	// ByType overrides both timers per request type.
+	ByType map[string]LifecycleOverride `yaml:"by_type"`
+	// SweepInterval between sweeper ticks. default: 10s.
+	SweepInterval time.Duration `yaml:"sweep_interval"`
+	// SweepBatch bounds the records one tick handles per tenant. default: 500.
+	SweepBatch int `yaml:"sweep_batch"`
+}
+
+// LifecycleOverride is a per-type timer override; zero means "use the default".
+type LifecycleOverride struct {
+	QueuedTimeout     time.Duration `yaml:"queued_timeout"`
+	ProcessingTimeout time.Duration `yaml:"processing_timeout"`
+}
+
+// Retention of terminal records (spec §6).
+type Retention struct {
+	// Terminal: records are deleted this long after completed_at. 0 keeps forever. default: 720h.
+	Terminal time.Duration `yaml:"terminal"`
+	// ByType overrides Terminal per request type.
+	ByType map[string]time.Duration `yaml:"by_type"`
+}
+
+// Idempotency of POSTs.
+type Idempotency struct {
+	// TTL of an Idempotency-Key. default: 24h.
+	TTL time.Duration `yaml:"ttl"`
+}
+
+// Limits on stored payloads.
+type Limits struct {
+	// ContextBytes: serialized create context at most. default: 4096.
+	ContextBytes int `yaml:"context_bytes"`
+	// ResultBytes: serialized answer result at most. default: 16384.
+	ResultBytes int `yaml:"result_bytes"`
+}
+
+// Webhooks (spec §10).
+type Webhooks struct {
+	// Enabled switches delivery and the /v1/webhooks endpoints. default: true.
+	Enabled bool `yaml:"enabled"`
+	// Timeout: a 2xx within this is a successful delivery. default: 5s.
+	Timeout time.Duration `yaml:"timeout"`
+	// RetrySchedule: waits before each retry; after the last the message is failed.
+	// default: 5s,30s,2m,10m,30m,1h,2h,4h,8h.
+	RetrySchedule []time.Duration `yaml:"retry_schedule"`
+	// AllowHTTP and AllowPrivate lift the https-only and public-address-only
+	// rules on endpoint URLs, for development and tests. defaults: false.
+	AllowHTTP    bool `yaml:"allow_http"`
+	AllowPrivate bool `yaml:"allow_private"`
+	// SecretKey encrypts endpoint secrets at rest. Secret.
+	SecretKey string `yaml:"secret_key"`
+}
+
+// Log output.
+type Log struct {
+	// Format: json or text. default: json.
+	Format string `yaml:"format"`
+	// Level: debug, info, warn, error. default: info.
+	Level string `yaml:"level"`
+}
+
+// Embedded reports whether no Redis is configured.
+func (c *Config) Embedded() bool {
+	return c.Redis.URL == "" && len(c.Redis.ClusterAddrs) == 0 && c.Redis.SentinelMaster == ""
+}

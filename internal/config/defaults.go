@@ -1,0 +1,107 @@
+package config
+
+import "time"
+
+// Defaults returns the configuration used when neither the file nor the
+// environment says otherwise. Every call returns fresh slices, so a caller may
+// modify its copy freely.
+func Defaults() Config {
+	return Config{
+		Redis: Redis{
+			KeyPrefix:   "as",
+			OpTimeout:   time.Second,
+			WaitTimeout: 500 * time.Millisecond,
+		},
+		HTTP: HTTP{
+			Addr:            ":8080",
+			BodyLimitBytes:  1 << 20,
+			ReadTimeout:     10 * time.Second,
+			WriteTimeout:    10 * time.Second,
+			IdleTimeout:     60 * time.Second,
+			ShutdownTimeout: 10 * time.Second,
+		},
+		Auth: Auth{
+			KeyCacheTTL: 10 * time.Second,
+		},
+		Polling: Polling{
+			Schedule: []time.Duration{
+				time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second,
+			},
+			EarlyTolerance: 0.2,
+		},
+		RateLimit: RateLimit{
+			Enabled: true,
+			Read:    "50-S",
+			Write:   "20-S",
+			Admin:   "5-S",
+			Tenant:  "500-S",
+			Timeout: 50 * time.Millisecond,
+		},
+		Lifecycle: Lifecycle{
+			QueuedTimeout:     24 * time.Hour,
+			ProcessingTimeout: 15 * time.Minute,
+			SweepInterval:     10 * time.Second,
+			SweepBatch:        500,
+		},
+		Retention: Retention{
+			Terminal: 720 * time.Hour,
+		},
+		Idempotency: Idempotency{
+			TTL: 24 * time.Hour,
+		},
+		Limits: Limits{
+			ContextBytes: 4096,
+			ResultBytes:  16384,
+		},
+		Webhooks: Webhooks{
+			// Webhooks are part of the v1 contract (spec §10), so they work out of
+			// the box; the switch exists for operators who want to turn them off.
+			Enabled: true,
+			Timeout: 5 * time.Second,
+			RetrySchedule: []time.Duration{
+				5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute,
+				30 * time.Minute, time.Hour, 2 * time.Hour, 4 * time.Hour, 8 * time.Hour,
+			},
+		},
+		Log: Log{
+			Format: "json",
+			Level:  "info",
+		},
+	}
+}
+
+// ScheduleFor returns the polling schedule of request type typ: its by_type
+// override if it has one, else the global schedule. The slice is shared with
+// p; callers must not modify it.
+func (p Polling) ScheduleFor(typ string) []time.Duration {
+	if s, ok := p.ByType[typ]; ok && len(s) > 0 {
+		return s
+	}
+	return p.Schedule
+}
+
+// For returns how long a terminal record of request type typ is kept; 0 means
+// forever. An explicit by_type entry wins even when it is 0, so one type can be
+// kept forever while the others expire.
+func (r Retention) For(typ string) time.Duration {
+	if d, ok := r.ByType[typ]; ok {
+		return d
+	}
+	return r.Terminal
+}
+
+// TimeoutsFor returns the queued and processing timeouts of request type typ.
+// A by_type override replaces only the timers it sets (zero means "use the
+// default"), so an override may change one timer and inherit the other.
+func (l Lifecycle) TimeoutsFor(typ string) (queued, processing time.Duration) {
+	queued, processing = l.QueuedTimeout, l.ProcessingTimeout
+	if o, ok := l.ByType[typ]; ok {
+		if o.QueuedTimeout > 0 {
+			queued = o.QueuedTimeout
+		}
+		if o.ProcessingTimeout > 0 {
+			processing = o.ProcessingTimeout
+		}
+	}
+	return queued, processing
+}

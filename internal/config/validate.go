@@ -1,0 +1,332 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// typePattern is the request type syntax of spec §4; by_type keys must be
+// types a request can actually have, or the override would never apply.
+var typePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+
+// minPollTokenSecret is the shortest accepted HMAC key: 256 bits, the size of
+// the SHA-256 block output, so the secret is never the weak link.
+const minPollTokenSecret = 32
+
+// problems collects every invalid key, so that one run reports them all
+// instead of making the operator fix them one restart at a time.
+type problems []error
+
+func (p *problems) add(key, format string, args ...any) {
+	*p = append(*p, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+}
+
+func (p *problems) positive(key string, d time.Duration) {
+	if d <= 0 {
+		p.add(key, "must be greater than 0, got %s", formatDuration(d))
+	}
+}
+
+func (p *problems) nonNegative(key string, d time.Duration) {
+	if d < 0 {
+		p.add(key, "must not be negative, got %s", formatDuration(d))
+	}
+}
+
+// Validate checks every key and returns all problems found, one per line, each
+// starting with the dotted key it is about; nil when the configuration is
+// usable.
+func (c *Config) Validate() error {
+	var p problems
+	c.Redis.validate(&p)
+	c.HTTP.validate(&p)
+	c.Auth.validate(&p)
+	c.Polling.validate(&p)
+	c.RateLimit.validate(&p)
+	c.Lifecycle.validate(&p)
+	c.Retention.validate(&p)
+
+	p.positive("idempotency.ttl", c.Idempotency.TTL)
+	if c.Limits.ContextBytes <= 0 {
+		p.add("limits.context_bytes", "must be greater than 0, got %d", c.Limits.ContextBytes)
+	}
+	if c.Limits.ResultBytes <= 0 {
+		p.add("limits.result_bytes", "must be greater than 0, got %d", c.Limits.ResultBytes)
+	}
+
+	p.positive("webhooks.timeout", c.Webhooks.Timeout)
+	if len(c.Webhooks.RetrySchedule) == 0 {
+		p.add("webhooks.retry_schedule", "must list at least one step")
+	}
+	for _, d := range c.Webhooks.RetrySchedule {
+		if d <= 0 {
+			p.add("webhooks.retry_schedule", "step %s must be greater than 0", formatDuration(d))
+		}
+	}
+
+	switch c.Log.Format {
+	case "json", "text":
+	default:
+		p.add("log.format", "must be json or text, got %q", c.Log.Format)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		p.add("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
+	}
+	return errors.Join(p...)
+}
+
+// RequirePollTokenSecret fails when Redis is configured but
+// auth.poll_token_secret is not. Poll tokens are derived from request ids with
+// this key, so every replica must share it and it must survive restarts; only
+// the embedded store, which lives and dies with one process, may use a random
+// one. It is separate from Validate because only serve hands out and checks
+// tokens: `config check` and the admin commands work without it.
+func (c *Config) RequirePollTokenSecret() error {
+	if !c.Embedded() && c.Auth.PollTokenSecret == "" {
+		return fmt.Errorf("auth.poll_token_secret: required when Redis is configured (set %s to at least %d random bytes)",
+			EnvName("auth.poll_token_secret"), minPollTokenSecret)
+	}
+	return nil
+}
+
+func (r *Redis) validate(p *problems) {
+	var stores []string
+	if r.URL != "" {
+		stores = append(stores, "redis.url")
+		validateRedisURL(p, r.URL)
+	}
+	if len(r.ClusterAddrs) > 0 {
+		stores = append(stores, "redis.cluster_addrs")
+		validateAddrs(p, "redis.cluster_addrs", r.ClusterAddrs)
+	}
+	if r.SentinelMaster != "" {
+		stores = append(stores, "redis.sentinel_master")
+		if len(r.SentinelAddrs) == 0 {
+			p.add("redis.sentinel_addrs", "required when redis.sentinel_master is set")
+		}
+	}
+	if len(r.SentinelAddrs) > 0 {
+		// Addresses without a master name would silently fall back to the
+		// embedded store, which is surely not what was meant.
+		if r.SentinelMaster == "" {
+			p.add("redis.sentinel_master", "required when redis.sentinel_addrs is set")
+		}
+		validateAddrs(p, "redis.sentinel_addrs", r.SentinelAddrs)
+	}
+	if len(stores) > 1 {
+		p.add("redis", "set only one of redis.url, redis.cluster_addrs, redis.sentinel_master; got %s",
+			strings.Join(stores, " and "))
+	}
+
+	switch {
+	case r.KeyPrefix == "":
+		p.add("redis.key_prefix", "must not be empty")
+	case strings.ContainsAny(r.KeyPrefix, "{}"):
+		// A brace in the prefix would become the cluster hash tag instead of
+		// {<tenant>}, putting every tenant into one slot.
+		p.add("redis.key_prefix", "must not contain { or }, got %q", r.KeyPrefix)
+	}
+	p.positive("redis.op_timeout", r.OpTimeout)
+	if r.PoolSize < 0 {
+		p.add("redis.pool_size", "must not be negative (0 means the go-redis default), got %d", r.PoolSize)
+	}
+	if r.WaitReplicas < 0 {
+		p.add("redis.wait_replicas", "must not be negative, got %d", r.WaitReplicas)
+	}
+	// WAIT with timeout 0 blocks forever, which would turn a lost replica
+	// into hung writes.
+	if r.WaitReplicas > 0 {
+		p.positive("redis.wait_timeout", r.WaitTimeout)
+	} else {
+		p.nonNegative("redis.wait_timeout", r.WaitTimeout)
+	}
+}
+
+func validateRedisURL(p *problems, raw string) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// err quotes the whole URL, password included: keep it out of logs.
+		p.add("redis.url", "is not a valid URL")
+		return
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		p.add("redis.url", "scheme must be redis:// or rediss://, got %q", u.Scheme)
+		return
+	}
+	if u.Host == "" {
+		p.add("redis.url", "has no host")
+	}
+}
+
+func validateAddrs(p *problems, key string, addrs []string) {
+	for _, a := range addrs {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil || host == "" || port == "" {
+			p.add(key, "%q is not host:port", a)
+		}
+	}
+}
+
+func (h *HTTP) validate(p *problems) {
+	if _, _, err := net.SplitHostPort(h.Addr); err != nil {
+		p.add("http.addr", "%q is not [host]:port", h.Addr)
+	}
+	if h.PublicURL != "" {
+		u, err := url.Parse(h.PublicURL)
+		switch {
+		case err != nil:
+			p.add("http.public_url", "is not a valid URL")
+		case u.Scheme != "http" && u.Scheme != "https":
+			p.add("http.public_url", "must be an absolute http:// or https:// URL, got %q", h.PublicURL)
+		case u.Host == "":
+			p.add("http.public_url", "has no host")
+		case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+			// Request URLs are built by appending paths to it.
+			p.add("http.public_url", "must not have a query or fragment, got %q", h.PublicURL)
+		}
+	}
+	if h.BodyLimitBytes <= 0 {
+		p.add("http.body_limit_bytes", "must be greater than 0, got %d", h.BodyLimitBytes)
+	}
+	// 0 is the server's "no timeout", a legitimate if unwise choice.
+	p.nonNegative("http.read_timeout", h.ReadTimeout)
+	p.nonNegative("http.write_timeout", h.WriteTimeout)
+	p.nonNegative("http.idle_timeout", h.IdleTimeout)
+	p.nonNegative("http.shutdown_timeout", h.ShutdownTimeout)
+}
+
+func (a *Auth) validate(p *problems) {
+	if n := len(a.PollTokenSecret); n > 0 && n < minPollTokenSecret {
+		// Never echo the secret, only its length.
+		p.add("auth.poll_token_secret", "must be at least %d bytes, got %d", minPollTokenSecret, n)
+	}
+	p.nonNegative("auth.key_cache_ttl", a.KeyCacheTTL)
+}
+
+func (pl *Polling) validate(p *problems) {
+	validateSchedule(p, "polling.schedule", pl.Schedule)
+	for _, typ := range slices.Sorted(maps.Keys(pl.ByType)) {
+		key := "polling.by_type[" + typ + "]"
+		validateType(p, key, typ)
+		validateSchedule(p, key, pl.ByType[typ])
+	}
+	// Written so that NaN fails too.
+	if !(pl.EarlyTolerance >= 0 && pl.EarlyTolerance < 1) {
+		p.add("polling.early_tolerance", "must be at least 0 and less than 1, got %v", pl.EarlyTolerance)
+	}
+}
+
+// validateSchedule enforces whole seconds because Retry-After carries whole
+// seconds, and the 60s cap keeps a client from being told to go away for long.
+func validateSchedule(p *problems, key string, steps []time.Duration) {
+	if len(steps) == 0 {
+		p.add(key, "must list at least one step")
+	}
+	for _, d := range steps {
+		if d < time.Second || d > time.Minute || d%time.Second != 0 {
+			p.add(key, "step %s is not a whole number of seconds between 1s and 60s", formatDuration(d))
+		}
+	}
+}
+
+func validateType(p *problems, key, typ string) {
+	if !typePattern.MatchString(typ) {
+		p.add(key, "%q is not a request type (%s)", typ, typePattern)
+	}
+}
+
+func (r *RateLimit) validate(p *problems) {
+	// Checked even when disabled, so that enabling later cannot fail at start.
+	for _, rate := range []struct{ key, val string }{
+		{"ratelimit.read", r.Read},
+		{"ratelimit.write", r.Write},
+		{"ratelimit.admin", r.Admin},
+		{"ratelimit.tenant", r.Tenant},
+	} {
+		if _, _, err := parseRate(rate.val); err != nil {
+			p.add(rate.key, "%v", err)
+		}
+	}
+	p.positive("ratelimit.timeout", r.Timeout)
+}
+
+// parseRate checks ulule/limiter's rate notation "<limit>-<period>" with period
+// S, M, H or D (either case, as ulule accepts). It is stricter than ulule in
+// one way: the limit must be a positive plain integer, because a limit of 0
+// would reject every request; ratelimit.enabled is the way to switch off.
+func parseRate(s string) (limit int64, period time.Duration, err error) {
+	bad := fmt.Errorf("invalid rate %q: want <positive integer>-<S|M|H|D>, e.g. 100-S or 5000-M", s)
+	n, unit, ok := strings.Cut(s, "-")
+	if !ok || n == "" || strings.TrimLeft(n, "0123456789") != "" {
+		return 0, 0, bad
+	}
+	limit, err = strconv.ParseInt(n, 10, 64)
+	if err != nil || limit <= 0 {
+		return 0, 0, bad
+	}
+	switch strings.ToUpper(unit) {
+	case "S":
+		period = time.Second
+	case "M":
+		period = time.Minute
+	case "H":
+		period = time.Hour
+	case "D":
+		period = 24 * time.Hour
+	default:
+		return 0, 0, bad
+	}
+	return limit, period, nil
+}
+
+func (l *Lifecycle) validate(p *problems) {
+	p.positive("lifecycle.queued_timeout", l.QueuedTimeout)
+	p.positive("lifecycle.processing_timeout", l.ProcessingTimeout)
+	for _, typ := range slices.Sorted(maps.Keys(l.ByType)) {
+		key := "lifecycle.by_type[" + typ + "]"
+		validateType(p, key, typ)
+		o := l.ByType[typ]
+		p.nonNegative(key+".queued_timeout", o.QueuedTimeout)
+		p.nonNegative(key+".processing_timeout", o.ProcessingTimeout)
+	}
+	// Every tick scans the indexes; faster than this would load Redis for no
+	// benefit, since timeouts are minutes to hours.
+	if l.SweepInterval < 100*time.Millisecond {
+		p.add("lifecycle.sweep_interval", "must be at least 100ms, got %s", formatDuration(l.SweepInterval))
+	}
+	if l.SweepBatch <= 0 {
+		p.add("lifecycle.sweep_batch", "must be greater than 0, got %d", l.SweepBatch)
+	}
+}
+
+func (r *Retention) validate(p *problems) {
+	p.nonNegative("retention.terminal", r.Terminal)
+	for _, typ := range slices.Sorted(maps.Keys(r.ByType)) {
+		key := "retention.by_type[" + typ + "]"
+		validateType(p, key, typ)
+		p.nonNegative(key, r.ByType[typ])
+	}
+}
+
+// formatDuration prints d in Go syntax without the zero tails that
+// time.Duration.String adds: 15m instead of 15m0s, 24h instead of 24h0m0s.
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}

@@ -1,0 +1,438 @@
+package domain
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Limits bounds stored payloads (config limits.*).
+type Limits struct {
+	ContextBytes int
+	ResultBytes  int
+}
+
+var (
+	typePattern        = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+	failureCodePattern = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,63}$`)
+	hex64Pattern       = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
+)
+
+// ValidType reports whether t is a valid request type.
+func ValidType(t string) bool { return typePattern.MatchString(t) }
+
+// CreateInput is a validated create body.
+type CreateInput struct {
+	Type    string
+	Context json.RawMessage // compact JSON object, or nil
+	// EstimatedDurationSeconds is 0 when not given.
+	EstimatedDurationSeconds int
+}
+
+// ProgressInput is a validated processing body; Progress is nil for a bare heartbeat.
+type ProgressInput struct {
+	Progress json.RawMessage
+}
+
+// CompleteInput is a validated complete body.
+type CompleteInput struct {
+	ResultType string
+	Result     json.RawMessage // compact JSON object
+}
+
+// FailInput is a validated fail body, already encoded as the failure member.
+type FailInput struct {
+	Failure json.RawMessage
+}
+
+// CancelInput is a validated cancel body; Reason may be empty.
+type CancelInput struct {
+	Reason string
+}
+
+// validator collects field errors so that one answer names every bad field.
+type validator struct{ errs []FieldError }
+
+func (v *validator) add(field, format string, args ...any) {
+	v.errs = append(v.errs, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) err() error {
+	if len(v.errs) == 0 {
+		return nil
+	}
+	return &Error{Code: ValidationFailed, Message: "The request body is not valid.", Fields: v.errs}
+}
+
+// decodeObject strictly decodes body (a single JSON object) into dst: unknown
+// members, trailing data and wrong types are validation errors.
+func decodeObject(body []byte, dst any, optional bool) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		if optional {
+			return nil
+		}
+		return &Error{Code: ValidationFailed, Message: "The request body is required.", Fields: []FieldError{{Field: "body", Message: "a JSON object is required"}}}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(dst); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return &Error{Code: ValidationFailed, Message: "The request body is not valid.", Fields: []FieldError{{Field: "body", Message: "unexpected data after the JSON object"}}}
+	}
+	return nil
+}
+
+func jsonError(err error) error {
+	field, msg := "body", "not a valid JSON object"
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		field = te.Field
+		if field == "" {
+			field = "body"
+		}
+		msg = fmt.Sprintf("must be of type %s", jsonKind(te.Type.Kind().String()))
+	case errors.As(err, &se):
+		msg = fmt.Sprintf("malformed JSON at byte %d", se.Offset)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		field = strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		msg = "unknown member"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		msg = "truncated JSON"
+	}
+	return &Error{Code: ValidationFailed, Message: "The request body is not valid.", Fields: []FieldError{{Field: field, Message: msg}}}
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "map", "struct":
+		return "object"
+	case "slice", "array":
+		return "array"
+	case "int", "int64", "float64":
+		return "number"
+	}
+	return k
+}
+
+// compactObject checks that raw is a JSON object and returns it compacted.
+func compactObject(raw json.RawMessage) (json.RawMessage, bool) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || t[0] != '{' {
+		return nil, false
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, t); err != nil {
+		return nil, false
+	}
+	return buf.Bytes(), true
+}
+
+// intValue reads a json.Number that must be a whole number in [lo, hi].
+func intValue(n json.Number, lo, hi int64) (int64, bool) {
+	i, err := n.Int64()
+	if err != nil || i < lo || i > hi {
+		return 0, false
+	}
+	return i, true
+}
+
+func validString(s string, max int) bool {
+	return utf8.ValidString(s) && utf8.RuneCountInString(s) <= max
+}
+
+// DecodeCreate validates a create body.
+func DecodeCreate(body []byte, lim Limits) (CreateInput, error) {
+	var in struct {
+		Type     *string         `json:"type"`
+		Context  json.RawMessage `json:"context"`
+		Estimate *json.Number    `json:"estimated_duration_seconds"`
+	}
+	if err := decodeObject(body, &in, false); err != nil {
+		return CreateInput{}, err
+	}
+	var v validator
+	out := CreateInput{}
+	switch {
+	case in.Type == nil:
+		v.add("type", "is required")
+	case !ValidType(*in.Type):
+		v.add("type", "must match ^[a-z0-9][a-z0-9._-]{0,63}$")
+	default:
+		out.Type = *in.Type
+	}
+	if len(in.Context) > 0 && string(bytes.TrimSpace(in.Context)) != "null" {
+		c, ok := compactObject(in.Context)
+		switch {
+		case !ok:
+			v.add("context", "must be a JSON object")
+		case len(c) > lim.ContextBytes:
+			v.add("context", "must be at most %d bytes serialized (is %d)", lim.ContextBytes, len(c))
+		default:
+			out.Context = c
+		}
+	}
+	if in.Estimate != nil {
+		n, ok := intValue(*in.Estimate, 1, 86400)
+		if !ok {
+			v.add("estimated_duration_seconds", "must be an integer from 1 to 86400")
+		}
+		out.EstimatedDurationSeconds = int(n)
+	}
+	return out, v.err()
+}
+
+// DecodeProgress validates an optional processing body.
+func DecodeProgress(body []byte) (ProgressInput, error) {
+	var in struct {
+		Percent *json.Number `json:"percent"`
+		Message *string      `json:"message"`
+	}
+	if err := decodeObject(body, &in, true); err != nil {
+		return ProgressInput{}, err
+	}
+	if in.Percent == nil && in.Message == nil {
+		return ProgressInput{}, nil
+	}
+	var v validator
+	p := struct {
+		Percent *int64 `json:"percent,omitempty"`
+		Message string `json:"message,omitempty"`
+	}{}
+	if in.Percent != nil {
+		n, ok := intValue(*in.Percent, 0, 100)
+		if !ok {
+			v.add("percent", "must be an integer from 0 to 100")
+		}
+		p.Percent = &n
+	}
+	if in.Message != nil {
+		if !validString(*in.Message, 256) {
+			v.add("message", "must be valid UTF-8 of at most 256 characters")
+		}
+		p.Message = *in.Message
+	}
+	if err := v.err(); err != nil {
+		return ProgressInput{}, err
+	}
+	b, _ := json.Marshal(p)
+	return ProgressInput{Progress: b}, nil
+}
+
+// Result types of complete.
+const (
+	ResultLink         = "link"
+	ResultConfirmation = "confirmation"
+	ResultAnswer       = "answer"
+)
+
+// DecodeComplete validates a complete body.
+func DecodeComplete(body []byte, lim Limits) (CompleteInput, error) {
+	var in struct {
+		ResultType *string         `json:"result_type"`
+		Result     json.RawMessage `json:"result"`
+	}
+	if err := decodeObject(body, &in, false); err != nil {
+		return CompleteInput{}, err
+	}
+	var v validator
+	if in.ResultType == nil {
+		v.add("result_type", "is required")
+	}
+	if len(in.Result) == 0 || string(bytes.TrimSpace(in.Result)) == "null" {
+		v.add("result", "is required")
+	}
+	if err := v.err(); err != nil {
+		return CompleteInput{}, err
+	}
+	out := CompleteInput{ResultType: *in.ResultType}
+	var err error
+	switch *in.ResultType {
+	case ResultLink:
+		out.Result, err = decodeLink(in.Result)
+	case ResultConfirmation:
+		out.Result, err = decodeConfirmation(in.Result)
+	case ResultAnswer:
+		c, ok := compactObject(in.Result)
+		switch {
+		case !ok:
+			v.add("result", "must be a JSON object")
+		case len(c) > lim.ResultBytes:
+			v.add("result", "must be at most %d bytes serialized (is %d)", lim.ResultBytes, len(c))
+		}
+		out.Result, err = c, v.err()
+	default:
+		v.add("result_type", "must be one of link, confirmation, answer")
+		err = v.err()
+	}
+	if err != nil {
+		return CompleteInput{}, err
+	}
+	return out, nil
+}
+
+// prefixFields names nested fields as "result.<field>".
+func prefixFields(err error, prefix string) error {
+	var e *Error
+	if errors.As(err, &e) {
+		for i := range e.Fields {
+			if e.Fields[i].Field == "body" {
+				e.Fields[i].Field = strings.TrimSuffix(prefix, ".")
+			} else {
+				e.Fields[i].Field = prefix + e.Fields[i].Field
+			}
+		}
+	}
+	return err
+}
+
+func decodeLink(raw json.RawMessage) (json.RawMessage, error) {
+	var in struct {
+		URL         *string      `json:"url"`
+		ExpiresAt   *string      `json:"expires_at"`
+		Checksum    *string      `json:"checksum_sha256"`
+		SizeBytes   *json.Number `json:"size_bytes"`
+		ContentType *string      `json:"content_type"`
+	}
+	if err := decodeObject(raw, &in, false); err != nil {
+		return nil, prefixFields(err, "result.")
+	}
+	var v validator
+	out := struct {
+		URL         string `json:"url"`
+		ExpiresAt   *Time  `json:"expires_at"`
+		Checksum    string `json:"checksum_sha256,omitempty"`
+		SizeBytes   *int64 `json:"size_bytes,omitempty"`
+		ContentType string `json:"content_type,omitempty"`
+	}{}
+	if in.URL == nil {
+		v.add("result.url", "is required")
+	} else if u, err := url.Parse(*in.URL); err != nil || len(*in.URL) > 2048 || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		v.add("result.url", "must be an absolute http or https URL of at most 2048 characters")
+	} else {
+		out.URL = *in.URL
+	}
+	if in.ExpiresAt == nil {
+		v.add("result.expires_at", "is required")
+	} else if t, err := time.Parse(time.RFC3339Nano, *in.ExpiresAt); err != nil {
+		v.add("result.expires_at", "must be an RFC 3339 time")
+	} else {
+		out.ExpiresAt = &Time{t.UTC().Truncate(time.Millisecond)}
+	}
+	if in.Checksum != nil {
+		if !hex64Pattern.MatchString(*in.Checksum) {
+			v.add("result.checksum_sha256", "must be 64 hexadecimal characters")
+		}
+		out.Checksum = strings.ToLower(*in.Checksum)
+	}
+	if in.SizeBytes != nil {
+		n, ok := intValue(*in.SizeBytes, 0, 1<<53)
+		if !ok {
+			v.add("result.size_bytes", "must be a non-negative integer")
+		}
+		out.SizeBytes = &n
+	}
+	if in.ContentType != nil {
+		if !validString(*in.ContentType, 255) || *in.ContentType == "" {
+			v.add("result.content_type", "must be a non-empty string of at most 255 characters")
+		}
+		out.ContentType = *in.ContentType
+	}
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	b, _ := json.Marshal(out)
+	return b, nil
+}
+
+func decodeConfirmation(raw json.RawMessage) (json.RawMessage, error) {
+	var in struct {
+		Confirmed *bool   `json:"confirmed"`
+		Message   *string `json:"message"`
+	}
+	if err := decodeObject(raw, &in, false); err != nil {
+		return nil, prefixFields(err, "result.")
+	}
+	var v validator
+	if in.Confirmed == nil {
+		v.add("result.confirmed", "is required")
+	}
+	if in.Message != nil && !validString(*in.Message, 1024) {
+		v.add("result.message", "must be valid UTF-8 of at most 1024 characters")
+	}
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	out := struct {
+		Confirmed bool    `json:"confirmed"`
+		Message   *string `json:"message,omitempty"`
+	}{*in.Confirmed, in.Message}
+	b, _ := json.Marshal(out)
+	return b, nil
+}
+
+// DecodeFail validates a fail body.
+func DecodeFail(body []byte) (FailInput, error) {
+	var in struct {
+		Code   *string `json:"code"`
+		Reason *string `json:"reason"`
+	}
+	if err := decodeObject(body, &in, false); err != nil {
+		return FailInput{}, err
+	}
+	var v validator
+	if in.Code == nil {
+		v.add("code", "is required")
+	} else if !failureCodePattern.MatchString(*in.Code) {
+		v.add("code", "must match ^[A-Z][A-Z0-9_]{0,63}$")
+	}
+	if in.Reason != nil && !validString(*in.Reason, 1024) {
+		v.add("reason", "must be valid UTF-8 of at most 1024 characters")
+	}
+	if err := v.err(); err != nil {
+		return FailInput{}, err
+	}
+	reason := ""
+	if in.Reason != nil {
+		reason = *in.Reason
+	}
+	return FailInput{Failure: FailureJSON(*in.Code, reason)}, nil
+}
+
+// FailureJSON encodes the failure member.
+func FailureJSON(code, reason string) json.RawMessage {
+	b, _ := json.Marshal(struct {
+		Code   string `json:"code"`
+		Reason string `json:"reason,omitempty"`
+	}{code, reason})
+	return b
+}
+
+// DecodeCancel validates an optional cancel body.
+func DecodeCancel(body []byte) (CancelInput, error) {
+	var in struct {
+		Reason *string `json:"reason"`
+	}
+	if err := decodeObject(body, &in, true); err != nil {
+		return CancelInput{}, err
+	}
+	if in.Reason != nil && !validString(*in.Reason, 1024) {
+		return CancelInput{}, &Error{Code: ValidationFailed, Message: "The request body is not valid.",
+			Fields: []FieldError{{Field: "reason", Message: "must be valid UTF-8 of at most 1024 characters"}}}
+	}
+	if in.Reason == nil {
+		return CancelInput{}, nil
+	}
+	return CancelInput{Reason: *in.Reason}, nil
+}

@@ -1,0 +1,203 @@
+package domain
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status of a request. The last four are terminal: they never change again.
+type Status string
+
+const (
+	StatusQueued     Status = "queued"
+	StatusProcessing Status = "processing"
+	StatusSucceeded  Status = "succeeded"
+	StatusFailed     Status = "failed"
+	StatusCancelled  Status = "cancelled"
+	StatusExpired    Status = "expired"
+)
+
+// Statuses lists every status, in lifecycle order.
+var Statuses = [...]Status{StatusQueued, StatusProcessing, StatusSucceeded, StatusFailed, StatusCancelled, StatusExpired}
+
+// Terminal reports whether s is one of the final statuses.
+func (s Status) Terminal() bool {
+	switch s {
+	case StatusSucceeded, StatusFailed, StatusCancelled, StatusExpired:
+		return true
+	}
+	return false
+}
+
+// Valid reports whether s is a known status.
+func (s Status) Valid() bool {
+	for _, x := range Statuses {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Request is the representation of one long-running unit of work (spec §3).
+// Optional members are omitted when absent (never null), except completed_at and
+// expires_at, which are always present and null until they apply: a client can
+// then test them without checking for presence first.
+type Request struct {
+	ID          string          `json:"id"`
+	Type        string          `json:"type"`
+	Status      Status          `json:"status"`
+	Done        bool            `json:"done"`
+	Progress    json.RawMessage `json:"progress,omitempty"`
+	Context     json.RawMessage `json:"context,omitempty"`
+	ResultType  string          `json:"result_type,omitempty"`
+	Result      json.RawMessage `json:"result,omitempty"`
+	Failure     json.RawMessage `json:"failure,omitempty"`
+	CreatedBy   string          `json:"created_by"`
+	CreatedAt   Time            `json:"created_at"`
+	UpdatedAt   Time            `json:"updated_at"`
+	CompletedAt *Time           `json:"completed_at"`
+	ExpiresAt   *Time           `json:"expires_at"`
+	Version     int64           `json:"version"`
+	// Events are the status changes, oldest first; served by the events route only.
+	Events []Event `json:"-"`
+	// Cancellation carries the reason given to cancel, when one was given.
+	Cancellation json.RawMessage `json:"cancellation,omitempty"`
+	// PollToken is set only on the create answer (and its idempotent replays).
+	PollToken string `json:"poll_token,omitempty"`
+}
+
+// Event is one status change of a request.
+type Event struct {
+	Seq  int     `json:"seq"`
+	At   Time    `json:"at"`
+	From *Status `json:"from"`
+	To   Status  `json:"to"`
+	By   string  `json:"by"`
+}
+
+// Time marshals as RFC 3339 in UTC with exactly millisecond precision.
+type Time struct{ time.Time }
+
+// TimeLayout is the wire format of every time.
+const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// MarshalJSON writes the time in TimeLayout.
+func (t Time) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, len(TimeLayout)+2)
+	b = append(b, '"')
+	b = t.UTC().AppendFormat(b, TimeLayout)
+	return append(b, '"'), nil
+}
+
+// UnmarshalJSON reads any RFC 3339 time.
+func (t *Time) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return err
+	}
+	t.Time = v.UTC()
+	return nil
+}
+
+// TimeMs converts Unix milliseconds to a Time.
+func TimeMs(ms int64) Time { return Time{time.UnixMilli(ms).UTC()} }
+
+// Principal is who calls: the tenant and credential taken from the Authorization
+// header or poll token, never from the URL or body.
+type Principal struct {
+	Tenant string
+	KeyID  string // public id of the API key; "" for a poll token
+	Scopes Scopes
+	// PollTokenFor is the request id a poll token grants (only set for poll tokens).
+	PollTokenFor string
+}
+
+// Scopes is a set of API key scopes.
+type Scopes uint8
+
+const (
+	ScopeRead Scopes = 1 << iota
+	ScopeWrite
+	ScopeAdmin
+)
+
+// Has reports whether every scope of want is in s.
+func (s Scopes) Has(want Scopes) bool { return s&want == want }
+
+// String lists the scopes comma-separated in a fixed order.
+func (s Scopes) String() string {
+	out := ""
+	for _, x := range []struct {
+		s Scopes
+		n string
+	}{{ScopeRead, "read"}, {ScopeWrite, "write"}, {ScopeAdmin, "admin"}} {
+		if s.Has(x.s) {
+			if out != "" {
+				out += ","
+			}
+			out += x.n
+		}
+	}
+	return out
+}
+
+// ParseScopes reads "read,write,admin".
+func ParseScopes(v string) (Scopes, error) {
+	var s Scopes
+	start := 0
+	for i := 0; i <= len(v); i++ {
+		if i < len(v) && v[i] != ',' {
+			continue
+		}
+		switch v[start:i] {
+		case "read":
+			s |= ScopeRead
+		case "write":
+			s |= ScopeWrite
+		case "admin":
+			s |= ScopeAdmin
+		default:
+			return 0, Errorf(ValidationFailed, "unknown scope %q (want read, write or admin)", v[start:i])
+		}
+		start = i + 1
+	}
+	if s == 0 {
+		return 0, Errorf(ValidationFailed, "no scope given")
+	}
+	return s, nil
+}
+
+// APIKey is the stored description of an API key. The secret itself is never kept:
+// only its SHA-256 digest.
+type APIKey struct {
+	ID        string    `json:"id"`
+	Tenant    string    `json:"tenant"`
+	Scopes    Scopes    `json:"-"`
+	Name      string    `json:"name,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	Digest    [32]byte  `json:"-"`
+}
+
+// IdempotencyKey is a client's Idempotency-Key, already normalised (quotes removed).
+type IdempotencyKey string
+
+// CreateParams describe a create call.
+type CreateParams struct {
+	Tenant    string
+	CreatedBy string
+	Input     CreateInput
+	IdemKey   IdempotencyKey // "" when absent
+}
+
+// TransitionParams name the request and caller of a transition.
+type TransitionParams struct {
+	Tenant  string
+	ID      string
+	By      string // key id
+	IdemKey IdempotencyKey
+}
