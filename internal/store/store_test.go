@@ -1,0 +1,577 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/store"
+	"github.com/asyncstatus/asyncstatus/internal/testenv"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+
+// clock is a settable clock shared by a store under test.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// backend is one kind of Redis the suite runs against.
+type backend struct {
+	name   string
+	client func(tb testing.TB) redis.UniversalClient
+}
+
+func backends() []backend {
+	return []backend{
+		{"miniredis", func(tb testing.TB) redis.UniversalClient {
+			m := testenv.Miniredis(tb)
+			c := redis.NewClient(&redis.Options{Dialer: func(context.Context, string, string) (net.Conn, error) { return m.Dial() }, DisableIdentity: true})
+			tb.Cleanup(func() { c.Close() })
+			return c
+		}},
+		{"redis", func(tb testing.TB) redis.UniversalClient {
+			c := redis.NewClient(&redis.Options{Addr: testenv.Redis(tb)})
+			tb.Cleanup(func() { c.Close() })
+			return c
+		}},
+		{"cluster", func(tb testing.TB) redis.UniversalClient {
+			c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: testenv.Cluster(tb)})
+			tb.Cleanup(func() { c.Close() })
+			return c
+		}},
+	}
+}
+
+// fixture is a store over one backend with an isolated key prefix and a fake clock.
+type fixture struct {
+	s      *store.Store
+	rdb    redis.UniversalClient
+	clock  *clock
+	prefix string
+}
+
+func newFixture(tb testing.TB, b backend, mod func(*store.Options)) *fixture {
+	tb.Helper()
+	rdb := b.client(tb)
+	c := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
+	o := store.Options{Prefix: testenv.Isolate(tb), OpTimeout: 5 * time.Second, Retention: time.Hour,
+		Now: c.Now, Schedule: []int{1, 2, 5}, EarlyTolerance: 0.2}
+	if mod != nil {
+		mod(&o)
+	}
+	s, err := store.New(rdb, o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := s.Ready(context.Background()); err != nil {
+		tb.Fatalf("ready: %v", err)
+	}
+	return &fixture{s: s, rdb: rdb, clock: c, prefix: o.Prefix}
+}
+
+// forEachBackend runs the suite's test f once per backend.
+func forEachBackend(t *testing.T, f func(t *testing.T, b backend)) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) { f(t, b) })
+	}
+}
+
+var ctx = context.Background()
+
+func (f *fixture) mustCreate(tb testing.TB, tenant, typ string) *domain.Request {
+	tb.Helper()
+	r, replay, err := f.s.Create(ctx, domain.CreateParams{Tenant: tenant, CreatedBy: "key_a", Input: domain.CreateInput{Type: typ, Context: json.RawMessage(`{"a":1}`)}})
+	if err != nil || replay {
+		tb.Fatalf("create: %v replay=%v", err, replay)
+	}
+	return r
+}
+
+func (f *fixture) mustGet(tb testing.TB, tenant, id string) *domain.Request {
+	tb.Helper()
+	r, _, err := f.s.Poll(ctx, tenant, id, "")
+	if err != nil {
+		tb.Fatalf("get %s: %v", id, err)
+	}
+	return r
+}
+
+func wantCode(tb testing.TB, err error, code domain.Code) {
+	tb.Helper()
+	if got := domain.ErrorCode(err); got != code {
+		tb.Fatalf("error = %v (code %q), want code %q", err, got, code)
+	}
+}
+
+func tp(tenant, id string) domain.TransitionParams {
+	return domain.TransitionParams{Tenant: tenant, ID: id, By: "key_w"}
+}
+
+func zscore(tb testing.TB, rdb redis.UniversalClient, key, member string) bool {
+	tb.Helper()
+	err := rdb.ZScore(ctx, key, member).Err()
+	if err != nil && err != redis.Nil {
+		tb.Fatal(err)
+	}
+	return err == nil
+}
+
+func TestLifecycle(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		f := newFixture(t, b, nil)
+		r := f.mustCreate(t, "acme", "statement.export")
+		if r.Status != domain.StatusQueued || r.Version != 1 || r.Done {
+			t.Fatalf("created %+v", r)
+		}
+		got := f.mustGet(t, "acme", r.ID)
+		if got.Type != "statement.export" || string(got.Context) != `{"a":1}` || got.CreatedBy != "key_a" || !got.CreatedAt.Equal(r.CreatedAt.Time) {
+			t.Fatalf("read back %+v", got)
+		}
+		if !zscore(t, f.rdb, f.prefix+":{acme}:ix:s:q", r.ID) || !zscore(t, f.rdb, f.prefix+":{acme}:ix:t:statement.export", r.ID) {
+			t.Fatal("create did not index the request")
+		}
+
+		f.clock.Add(time.Second)
+		p, err := f.s.MarkProcessing(ctx, tp("acme", r.ID), domain.ProgressInput{Progress: json.RawMessage(`{"percent":40}`)})
+		if err != nil || p.Status != domain.StatusProcessing || p.Version != 2 || string(p.Progress) != `{"percent":40}` {
+			t.Fatalf("processing: %+v %v", p, err)
+		}
+		f.clock.Add(time.Second)
+		hb, err := f.s.MarkProcessing(ctx, tp("acme", r.ID), domain.ProgressInput{})
+		if err != nil || hb.Version != 3 || string(hb.Progress) != `{"percent":40}` || !hb.UpdatedAt.After(p.UpdatedAt.Time) {
+			t.Fatalf("heartbeat: %+v %v", hb, err)
+		}
+		if zscore(t, f.rdb, f.prefix+":{acme}:ix:s:q", r.ID) || !zscore(t, f.rdb, f.prefix+":{acme}:ix:s:p", r.ID) {
+			t.Fatal("processing did not move the index entry")
+		}
+
+		c, err := f.s.Complete(ctx, tp("acme", r.ID), domain.CompleteInput{ResultType: "answer", Result: json.RawMessage(`{"x":1}`)})
+		if err != nil || c.Status != domain.StatusSucceeded || !c.Done || c.Version != 4 || c.CompletedAt == nil || c.ExpiresAt == nil {
+			t.Fatalf("complete: %+v %v", c, err)
+		}
+		if want := c.CompletedAt.Add(time.Hour); !c.ExpiresAt.Equal(want) {
+			t.Fatalf("expires_at %v, want %v", c.ExpiresAt, want)
+		}
+		if ttl := f.rdb.PTTL(ctx, f.prefix+":{acme}:r:"+r.ID).Val(); ttl <= 0 || ttl > time.Hour+time.Minute {
+			t.Fatalf("record TTL %v, want about an hour", ttl)
+		}
+		if zscore(t, f.rdb, f.prefix+":{acme}:ix:s:p", r.ID) || !zscore(t, f.rdb, f.prefix+":{acme}:ix:s:s", r.ID) || zscore(t, f.rdb, f.prefix+":{acme}:dl", r.ID) {
+			t.Fatal("complete did not move the index entries")
+		}
+		evs, err := f.s.Events(ctx, "acme", r.ID)
+		if err != nil || len(evs) != 3 || evs[0].From != nil || evs[0].To != domain.StatusQueued ||
+			*evs[1].From != domain.StatusQueued || evs[2].To != domain.StatusSucceeded || evs[2].By != "key_w" || evs[2].Seq != 3 {
+			t.Fatalf("events %+v %v", evs, err)
+		}
+	})
+}
+
+func TestTerminalNeverChanges(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		f := newFixture(t, b, nil)
+		for _, end := range []string{"complete", "fail", "cancel"} {
+			r := f.mustCreate(t, "acme", "x")
+			var err error
+			switch end {
+			case "complete":
+				_, err = f.s.Complete(ctx, tp("acme", r.ID), domain.CompleteInput{ResultType: "answer", Result: json.RawMessage(`{}`)})
+			case "fail":
+				_, err = f.s.Fail(ctx, tp("acme", r.ID), domain.FailInput{Failure: domain.FailureJSON("ERR_X", "boom")})
+			case "cancel":
+				_, err = f.s.Cancel(ctx, tp("acme", r.ID), domain.CancelInput{Reason: "user asked"})
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", end, err)
+			}
+			before := f.mustGet(t, "acme", r.ID)
+			f.clock.Add(time.Second)
+			_, e1 := f.s.MarkProcessing(ctx, tp("acme", r.ID), domain.ProgressInput{})
+			_, e2 := f.s.Complete(ctx, tp("acme", r.ID), domain.CompleteInput{ResultType: "answer", Result: json.RawMessage(`{"y":2}`)})
+			_, e3 := f.s.Fail(ctx, tp("acme", r.ID), domain.FailInput{Failure: domain.FailureJSON("ERR_Y", "")})
+			_, e4 := f.s.Cancel(ctx, tp("acme", r.ID), domain.CancelInput{})
+			for _, err := range []error{e1, e2, e3, e4} {
+				wantCode(t, err, domain.AlreadyTerminal)
+				var de *domain.Error
+				if ok := asDomain(err, &de); !ok || de.Request == nil || de.Request.Version != before.Version {
+					t.Fatalf("409 without the current representation: %+v", de)
+				}
+			}
+			after := f.mustGet(t, "acme", r.ID)
+			if mustJSON(t, before) != mustJSON(t, after) {
+				t.Fatalf("terminal record changed:\n%s\n%s", mustJSON(t, before), mustJSON(t, after))
+			}
+			if end == "cancel" && string(after.Cancellation) != `{"reason":"user asked"}` {
+				t.Fatalf("cancellation %s", after.Cancellation)
+			}
+			if end == "fail" && string(after.Failure) != `{"code":"ERR_X","reason":"boom"}` {
+				t.Fatalf("failure %s", after.Failure)
+			}
+		}
+	})
+}
+
+func asDomain(err error, target **domain.Error) bool {
+	e, ok := err.(*domain.Error)
+	*target = e
+	return ok
+}
+
+func mustJSON(tb testing.TB, v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestNotVisible(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		f := newFixture(t, b, nil)
+		r := f.mustCreate(t, "acme", "x")
+		for _, c := range []struct{ tenant, id string }{
+			{"other", r.ID}, {"acme", "01936f7e-8a3c-7b51-9a56-2f3c1e0d4b7a"}, {"acme", "not-a-uuid"},
+			{"acme", strings.ToUpper(r.ID)}, {"acme", ""},
+		} {
+			_, _, err := f.s.Poll(ctx, c.tenant, c.id, "")
+			wantCode(t, err, domain.NotFound)
+			_, err = f.s.Complete(ctx, tp(c.tenant, c.id), domain.CompleteInput{ResultType: "answer", Result: json.RawMessage(`{}`)})
+			wantCode(t, err, domain.NotFound)
+			wantCode(t, f.s.Delete(ctx, c.tenant, c.id), domain.NotFound)
+		}
+		if got := f.mustGet(t, "acme", r.ID); got.Status != domain.StatusQueued || got.Version != 1 {
+			t.Fatalf("foreign calls changed the record: %+v", got)
+		}
+	})
+}
+
+func TestIdempotentCreate(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		f := newFixture(t, b, nil)
+		p := domain.CreateParams{Tenant: "acme", CreatedBy: "key_a", IdemKey: "order-1", Input: domain.CreateInput{Type: "x"}}
+		const n = 30
+		ids := make([]string, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r, _, err := f.s.Create(ctx, p)
+				errs[i] = err
+				if err == nil {
+					ids[i] = r.ID
+				}
+			}()
+		}
+		wg.Wait()
+		for i := range n {
+			if errs[i] != nil || ids[i] != ids[0] {
+				t.Fatalf("racing creates with one key: %v, id %q vs %q", errs[i], ids[i], ids[0])
+			}
+		}
+		n1, _ := f.rdb.ZCard(ctx, f.prefix+":{acme}:ix:s:q").Result()
+		if n1 != 1 {
+			t.Fatalf("racing creates made %d requests", n1)
+		}
+		_, replay, err := f.s.Create(ctx, p)
+		if err != nil || !replay {
+			t.Fatalf("replay: %v %v", replay, err)
+		}
+		p2 := p
+		p2.Input.Type = "y"
+		_, _, err = f.s.Create(ctx, p2)
+		wantCode(t, err, domain.IdempotencyKeyReused)
+		other := p
+		other.Tenant = "globex"
+		r, replay, err := f.s.Create(ctx, other)
+		if err != nil || replay || r.ID == ids[0] {
+			t.Fatalf("another tenant's key must be independent: %v %v", replay, err)
+		}
+		// a deleted request frees its key for a new one
+		if err := f.s.Delete(ctx, "acme", ids[0]); err != nil {
+			t.Fatal(err)
+		}
+		r, replay, err = f.s.Create(ctx, p)
+		if err != nil || replay || r.ID == ids[0] {
+			t.Fatalf("create after delete: %v %v", replay, err)
+		}
+	})
+}
+
+func TestIdempotentTransition(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		f := newFixture(t, b, nil)
+		r := f.mustCreate(t, "acme", "x")
+		p := tp("acme", r.ID)
+		p.IdemKey = "done-1"
+		in := domain.CompleteInput{ResultType: "answer", Result: json.RawMessage(`{"v":1}`)}
+		c1, err := f.s.Complete(ctx, p, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c2, err := f.s.Complete(ctx, p, in)
+		if err != nil || c2.Version != c1.Version {
+			t.Fatalf("replayed complete: %+v %v", c2, err)
+		}
+		_, err = f.s.Complete(ctx, p, domain.CompleteInput{ResultType: "answer", Result: json.RawMessage(`{"v":2}`)})
+		wantCode(t, err, domain.IdempotencyKeyReused)
+	})
+}
+
+func TestRacingCompletions(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		f := newFixture(t, b, nil)
+		r := f.mustCreate(t, "acme", "x")
+		const n = 50
+		type outcome struct {
+			req *domain.Request
+			err error
+			op  int
+		}
+		out := make([]outcome, n)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				p := tp("acme", r.ID)
+				p.By = fmt.Sprintf("key_%d", i)
+				var res *domain.Request
+				var err error
+				switch i % 3 {
+				case 0:
+					res, err = f.s.Complete(ctx, p, domain.CompleteInput{ResultType: "answer", Result: json.RawMessage(fmt.Sprintf(`{"w":%d}`, i))})
+				case 1:
+					res, err = f.s.Fail(ctx, p, domain.FailInput{Failure: domain.FailureJSON("ERR_X", fmt.Sprint(i))})
+				default:
+					res, err = f.s.Cancel(ctx, p, domain.CancelInput{Reason: fmt.Sprint(i)})
+				}
+				out[i] = outcome{res, err, i}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		var winner *domain.Request
+		for _, o := range out {
+			switch {
+			case o.err == nil:
+				if winner != nil {
+					t.Fatalf("two winners: %+v and %+v", winner, o.req)
+				}
+				winner = o.req
+			default:
+				wantCode(t, o.err, domain.AlreadyTerminal)
+			}
+		}
+		if winner == nil {
+			t.Fatal("no winner")
+		}
+		stored := f.mustGet(t, "acme", r.ID)
+		if mustJSON(t, stored) != mustJSON(t, winner) {
+			t.Fatalf("stored record is not the winner's:\n%s\n%s", mustJSON(t, stored), mustJSON(t, winner))
+		}
+		if len(stored.Events) != 2 {
+			t.Fatalf("events %+v", stored.Events)
+		}
+	})
+}
+
+func TestFrozenTenant(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		f := newFixture(t, b, nil)
+		r := f.mustCreate(t, "acme", "x")
+		if err := f.s.SetFrozen(ctx, "acme", true); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := f.s.Poll(ctx, "acme", r.ID, "key_r")
+		wantCode(t, err, domain.TenantFrozen)
+		_, _, err = f.s.Create(ctx, domain.CreateParams{Tenant: "acme", Input: domain.CreateInput{Type: "x"}})
+		wantCode(t, err, domain.TenantFrozen)
+		_, err = f.s.Events(ctx, "acme", r.ID)
+		wantCode(t, err, domain.TenantFrozen)
+		if _, err := f.s.Complete(ctx, tp("acme", r.ID), domain.CompleteInput{ResultType: "answer", Result: json.RawMessage(`{}`)}); err != nil {
+			t.Fatalf("transitions of a frozen tenant must be accepted: %v", err)
+		}
+		if _, _, err := f.s.Poll(ctx, "globex", r.ID, ""); domain.ErrorCode(err) != domain.NotFound {
+			t.Fatalf("other tenants unaffected: %v", err)
+		}
+		if err := f.s.SetFrozen(ctx, "acme", false); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.mustGet(t, "acme", r.ID); got.Status != domain.StatusSucceeded {
+			t.Fatalf("after unfreeze: %+v", got)
+		}
+	})
+}
+
+func TestDeleteRemovesEverything(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		f := newFixture(t, b, nil)
+		r := f.mustCreate(t, "acme", "x")
+		if _, err := f.s.Complete(ctx, tp("acme", r.ID), domain.CompleteInput{ResultType: "answer", Result: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.s.Delete(ctx, "acme", r.ID); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := f.s.Poll(ctx, "acme", r.ID, "")
+		wantCode(t, err, domain.NotFound)
+		wantCode(t, f.s.Delete(ctx, "acme", r.ID), domain.NotFound)
+		for _, k := range []string{":ix:s:q", ":ix:s:s", ":ix:t:x", ":dl"} {
+			if zscore(t, f.rdb, f.prefix+":{acme}"+k, r.ID) {
+				t.Fatalf("%s still holds the deleted request", k)
+			}
+		}
+		if n := f.rdb.ZCard(ctx, f.prefix+":{acme}:rx").Val(); n != 0 {
+			t.Fatalf("retention index still holds %d entries", n)
+		}
+	})
+}
+
+func TestPacing(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		f := newFixture(t, b, nil)
+		r := f.mustCreate(t, "acme", "x")
+		poll := func(caller string) (int, error) {
+			_, ra, err := f.s.Poll(ctx, "acme", r.ID, caller)
+			return ra, err
+		}
+		if ra, err := poll("key_a"); err != nil || ra != 1 {
+			t.Fatalf("first poll: %d %v", ra, err)
+		}
+		f.clock.Add(500 * time.Millisecond)
+		_, err := poll("key_a")
+		wantCode(t, err, domain.PolledTooEarly)
+		if ra, err := poll("key_b"); err != nil || ra != 1 {
+			t.Fatalf("another caller is independent: %d %v", ra, err)
+		}
+		f.clock.Add(300 * time.Millisecond) // 0.8 s: within the 20% tolerance
+		for _, want := range []int{2, 5, 5} {
+			ra, err := poll("key_a")
+			if err != nil || ra != want {
+				t.Fatalf("poll: %d %v, want %d", ra, err, want)
+			}
+			f.clock.Add(time.Duration(want) * time.Second)
+		}
+		f.clock.Add(-4 * time.Second) // 1 s after being told 5 s
+		_, err = poll("key_a")
+		var de *domain.Error
+		if !asDomain(err, &de) || de.Code != domain.PolledTooEarly || de.RetryAfterSeconds != 4 {
+			t.Fatalf("early poll: %+v", err)
+		}
+		if _, err := f.s.Complete(ctx, tp("acme", r.ID), domain.CompleteInput{ResultType: "answer", Result: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if ra, err := poll("key_a"); err != nil || ra != 0 {
+				t.Fatalf("terminal requests are not paced: %d %v", ra, err)
+			}
+		}
+		if n := f.rdb.HLen(ctx, f.prefix+":{acme}:r:"+r.ID).Val(); n != int64(len(fieldsOf(t, f, r.ID))) {
+			t.Fatal("pacing fields survived the terminal transition")
+		}
+	})
+}
+
+func fieldsOf(tb testing.TB, f *fixture, id string) []string {
+	m := f.rdb.HGetAll(ctx, f.prefix+":{acme}:r:"+id).Val()
+	var out []string
+	for k := range m {
+		if strings.HasPrefix(k, "~") {
+			tb.Fatalf("pacing field %s left", k)
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestTimeouts(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		f := newFixture(t, b, func(o *store.Options) {
+			o.QueuedTimeout = time.Minute
+			o.ProcessingTimeout = 10 * time.Second
+			o.ProcessingTimeoutByType = map[string]time.Duration{"slow": time.Minute}
+		})
+		q := f.mustCreate(t, "acme", "x")
+		p := f.mustCreate(t, "acme", "x")
+		slow := f.mustCreate(t, "acme", "slow")
+		for _, id := range []string{p.ID, slow.ID} {
+			if _, err := f.s.MarkProcessing(ctx, tp("acme", id), domain.ProgressInput{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if done, err := f.s.ExpireQueued(ctx, "acme", q.ID); err != nil || done {
+			t.Fatalf("expired before its deadline: %v %v", done, err)
+		}
+		if done, err := f.s.ExpireQueued(ctx, "acme", p.ID); err != nil || done {
+			t.Fatalf("expired a processing request: %v %v", done, err)
+		}
+		f.clock.Add(11 * time.Second)
+		if done, err := f.s.TimeOutProcessing(ctx, "acme", slow.ID); err != nil || done {
+			t.Fatalf("per-type processing timeout ignored: %v %v", done, err)
+		}
+		if done, err := f.s.TimeOutProcessing(ctx, "acme", p.ID); err != nil || !done {
+			t.Fatalf("processing timeout: %v %v", done, err)
+		}
+		got := f.mustGet(t, "acme", p.ID)
+		if got.Status != domain.StatusFailed || !strings.Contains(string(got.Failure), "ERR_JOB_EXECUTION_TIMED_OUT") || got.Events[len(got.Events)-1].By != "system" {
+			t.Fatalf("timed out: %+v", got)
+		}
+		f.clock.Add(time.Minute)
+		if done, err := f.s.ExpireQueued(ctx, "acme", q.ID); err != nil || !done {
+			t.Fatalf("queued timeout: %v %v", done, err)
+		}
+		got = f.mustGet(t, "acme", q.ID)
+		if got.Status != domain.StatusExpired || !strings.Contains(string(got.Failure), "REQUEST_EXPIRED") {
+			t.Fatalf("expired: %+v", got)
+		}
+		if done, _ := f.s.ExpireQueued(ctx, "acme", q.ID); done {
+			t.Fatal("a second sweeper must find nothing to do")
+		}
+	})
+}
+
+func TestRetentionForever(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		f := newFixture(t, b, func(o *store.Options) {
+			o.Retention = 0
+			o.RetentionByType = map[string]time.Duration{"short": time.Minute}
+		})
+		keep := f.mustCreate(t, "acme", "x")
+		short := f.mustCreate(t, "acme", "short")
+		for _, id := range []string{keep.ID, short.ID} {
+			if _, err := f.s.Cancel(ctx, tp("acme", id), domain.CancelInput{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := f.mustGet(t, "acme", keep.ID); got.ExpiresAt != nil || f.rdb.PTTL(ctx, f.prefix+":{acme}:r:"+keep.ID).Val() != -1 {
+			t.Fatalf("retention 0 must keep forever: %+v", got.ExpiresAt)
+		}
+		if got := f.mustGet(t, "acme", short.ID); got.ExpiresAt == nil {
+			t.Fatal("per-type retention ignored")
+		}
+		f.clock.Add(time.Minute)
+		_, _, err := f.s.Poll(ctx, "acme", short.ID, "")
+		wantCode(t, err, domain.NotFound) // past expires_at even if the TTL has not fired
+	})
+}
