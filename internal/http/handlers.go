@@ -1,0 +1,215 @@
+package httpapi
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/asyncstatus/asyncstatus/internal/domain"
+)
+
+func (s *Server) healthz(c *fiber.Ctx) error {
+	return c.JSON(fiber.Map{"status": "ok"})
+}
+
+func (s *Server) readyz(c *fiber.Ctx) error {
+	if err := s.reqs.Ready(c.UserContext()); err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"status": "ready"})
+}
+
+// writeRequest answers with a representation, its ETag and no caching.
+func (s *Server) writeRequest(c *fiber.Ctx, status int, r *domain.Request) error {
+	body, err := s.json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderETag, etag(r.Version))
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Status(status).Send(body)
+}
+
+func etag(version int64) string { return `"` + strconv.FormatInt(version, 10) + `"` }
+
+var hostPattern = regexp.MustCompile(`^[A-Za-z0-9.\-]+(:[0-9]{1,5})?$|^\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$`)
+
+// requestURL is the absolute URL of a request's status monitor.
+func (s *Server) requestURL(c *fiber.Ctx, id string) string {
+	base := strings.TrimRight(s.opts.PublicURL, "/")
+	if base == "" {
+		host := c.Hostname()
+		if !hostPattern.MatchString(host) {
+			host = "localhost"
+		}
+		base = c.Protocol() + "://" + host
+	}
+	return base + "/v1/requests/" + id
+}
+
+func (s *Server) schedule(typ string) []int {
+	if v, ok := s.opts.ScheduleByType[typ]; ok && len(v) > 0 {
+		return v
+	}
+	return s.opts.Schedule
+}
+
+// createRetryAfter is the estimate clamped into the schedule's range, else its first step.
+func (s *Server) createRetryAfter(in domain.CreateInput) int {
+	steps := s.schedule(in.Type)
+	if in.EstimatedDurationSeconds == 0 {
+		return steps[0]
+	}
+	lo, hi := steps[0], steps[0]
+	for _, x := range steps {
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	return min(max(in.EstimatedDurationSeconds, lo), hi)
+}
+
+func (s *Server) create(c *fiber.Ctx) error {
+	body, err := jsonBody(c)
+	if err != nil {
+		return err
+	}
+	ik, err := idempotencyKey(c)
+	if err != nil {
+		return err
+	}
+	in, err := domain.DecodeCreate(body, s.opts.Limits)
+	if err != nil {
+		return err
+	}
+	p := principal(c)
+	r, _, err := s.reqs.Create(c.UserContext(), domain.CreateParams{Tenant: p.Tenant, CreatedBy: p.KeyID, Input: in, IdemKey: ik})
+	if err != nil {
+		return err
+	}
+	r.PollToken = s.auth.PollToken(p.Tenant, r.ID)
+	u := s.requestURL(c, r.ID)
+	c.Set(fiber.HeaderLocation, u)
+	c.Set("Operation-Location", u)
+	if !r.Done {
+		retryAfter(c, s.createRetryAfter(in))
+	}
+	return s.writeRequest(c, fiber.StatusAccepted, r)
+}
+
+func (s *Server) poll(c *fiber.Ctx) error {
+	p := principal(c)
+	caller := p.KeyID
+	if caller == "" {
+		caller = "t"
+	}
+	r, ra, err := s.reqs.Poll(c.UserContext(), p.Tenant, c.Params("id"), caller)
+	if err != nil {
+		return err
+	}
+	if ra > 0 {
+		retryAfter(c, ra)
+	}
+	if match := c.Get(fiber.HeaderIfNoneMatch); match != "" && etagMatches(match, r.Version) {
+		c.Set(fiber.HeaderETag, etag(r.Version))
+		c.Set(fiber.HeaderCacheControl, "no-store")
+		return c.SendStatus(fiber.StatusNotModified)
+	}
+	return s.writeRequest(c, fiber.StatusOK, r)
+}
+
+// etagMatches implements If-None-Match's weak comparison over a list, and "*".
+func etagMatches(header string, version int64) bool {
+	want := etag(version)
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimSpace(t)
+		if t == "*" || strings.TrimPrefix(t, "W/") == want {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) events(c *fiber.Ctx) error {
+	p := principal(c)
+	evs, err := s.reqs.Events(c.UserContext(), p.Tenant, c.Params("id"))
+	if err != nil {
+		return err
+	}
+	if evs == nil {
+		evs = []domain.Event{}
+	}
+	body, err := s.json.Marshal(fiber.Map{"items": evs})
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Send(body)
+}
+
+// transitionParams reads what every transition needs.
+func transitionParams(c *fiber.Ctx) ([]byte, domain.TransitionParams, error) {
+	body, err := jsonBody(c)
+	if err != nil {
+		return nil, domain.TransitionParams{}, err
+	}
+	ik, err := idempotencyKey(c)
+	if err != nil {
+		return nil, domain.TransitionParams{}, err
+	}
+	p := principal(c)
+	return body, domain.TransitionParams{Tenant: p.Tenant, ID: c.Params("id"), By: p.KeyID, IdemKey: ik}, nil
+}
+
+// transition runs one transition handler: read, decode, apply, answer 200.
+func transition[In any](s *Server, c *fiber.Ctx, decode func([]byte) (In, error),
+	apply func(tp domain.TransitionParams, in In) (*domain.Request, error)) error {
+	body, tp, err := transitionParams(c)
+	if err != nil {
+		return err
+	}
+	in, err := decode(body)
+	if err != nil {
+		return err
+	}
+	r, err := apply(tp, in)
+	if err != nil {
+		return err
+	}
+	return s.writeRequest(c, fiber.StatusOK, r)
+}
+
+func (s *Server) processing(c *fiber.Ctx) error {
+	return transition(s, c, domain.DecodeProgress, func(tp domain.TransitionParams, in domain.ProgressInput) (*domain.Request, error) {
+		return s.reqs.MarkProcessing(c.UserContext(), tp, in)
+	})
+}
+
+func (s *Server) complete(c *fiber.Ctx) error {
+	decode := func(b []byte) (domain.CompleteInput, error) { return domain.DecodeComplete(b, s.opts.Limits) }
+	return transition(s, c, decode, func(tp domain.TransitionParams, in domain.CompleteInput) (*domain.Request, error) {
+		return s.reqs.Complete(c.UserContext(), tp, in)
+	})
+}
+
+func (s *Server) fail(c *fiber.Ctx) error {
+	return transition(s, c, domain.DecodeFail, func(tp domain.TransitionParams, in domain.FailInput) (*domain.Request, error) {
+		return s.reqs.Fail(c.UserContext(), tp, in)
+	})
+}
+
+func (s *Server) cancel(c *fiber.Ctx) error {
+	return transition(s, c, domain.DecodeCancel, func(tp domain.TransitionParams, in domain.CancelInput) (*domain.Request, error) {
+		return s.reqs.Cancel(c.UserContext(), tp, in)
+	})
+}
+
+func (s *Server) remove(c *fiber.Ctx) error {
+	p := principal(c)
+	if err := s.reqs.Delete(c.UserContext(), p.Tenant, c.Params("id")); err != nil {
+		return err
+	}
+	return c.SendStatus(fiber.StatusNoContent)
+}

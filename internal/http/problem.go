@@ -1,0 +1,118 @@
+package httpapi
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/asyncstatus/asyncstatus/internal/domain"
+)
+
+// problemTypeBase prefixes the stable type URI of every problem code.
+const problemTypeBase = "https://asyncstatus.dev/problems/"
+
+// codeInfo maps every error code to its HTTP status and title: the one table.
+var codeInfo = map[domain.Code]struct {
+	status int
+	title  string
+}{
+	domain.Unauthenticated:      {401, "Unauthenticated"},
+	domain.Forbidden:            {403, "Forbidden"},
+	domain.TenantFrozen:         {403, "Tenant frozen"},
+	domain.NotFound:             {404, "Not found"},
+	domain.MethodNotAllowed:     {405, "Method not allowed"},
+	domain.NotAcceptable:        {406, "Not acceptable"},
+	domain.ValidationFailed:     {400, "Validation failed"},
+	domain.InvalidCursor:        {400, "Invalid cursor"},
+	domain.AlreadyTerminal:      {409, "Request already terminal"},
+	domain.PayloadTooLarge:      {413, "Payload too large"},
+	domain.UnsupportedMediaType: {415, "Unsupported media type"},
+	domain.IdempotencyKeyReused: {422, "Idempotency key reused"},
+	domain.PolledTooEarly:       {429, "Polled too early"},
+	domain.RateLimited:          {429, "Rate limited"},
+	domain.BackendUnavailable:   {503, "Backend unavailable"},
+	domain.Internal:             {500, "Internal error"},
+}
+
+// problem is an RFC 9457 body with our extensions.
+type problem struct {
+	Type      string              `json:"type"`
+	Title     string              `json:"title"`
+	Status    int                 `json:"status"`
+	Detail    string              `json:"detail"`
+	Instance  string              `json:"instance"`
+	Code      domain.Code         `json:"code"`
+	RequestID string              `json:"request_id"`
+	Errors    []domain.FieldError `json:"errors,omitempty"`
+	Request   *domain.Request     `json:"request,omitempty"`
+}
+
+// errorHandler is Fiber's ErrorHandler: every error answer leaves through here.
+func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
+	de := s.toDomain(c, err)
+	info, ok := codeInfo[de.Code]
+	if !ok {
+		info = codeInfo[domain.Internal]
+	}
+	switch de.Code {
+	case domain.Internal:
+		s.log.Error("internal error", "err", err, "method", c.Method(), "path", c.Path(), "request_id", requestID(c))
+		de.Message = "Internal error."
+	case domain.BackendUnavailable:
+		s.log.Warn("backend unavailable", "err", err, "method", c.Method(), "path", c.Path(), "request_id", requestID(c))
+	}
+	if de.RetryAfterSeconds > 0 {
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(de.RetryAfterSeconds))
+	}
+	if de.Code == domain.Unauthenticated {
+		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="asyncstatus"`)
+	}
+	p := problem{
+		Type:      problemTypeBase + strings.ToLower(strings.ReplaceAll(string(de.Code), "_", "-")),
+		Title:     info.title,
+		Status:    info.status,
+		Detail:    de.Message,
+		Instance:  c.OriginalURL(),
+		Code:      de.Code,
+		RequestID: requestID(c),
+		Errors:    de.Fields,
+		Request:   de.Request,
+	}
+	body, mErr := s.json.Marshal(p)
+	if mErr != nil {
+		return c.Status(500).SendString("internal error")
+	}
+	c.Set(fiber.HeaderContentType, "application/problem+json")
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return c.Status(info.status).Send(body)
+}
+
+// toDomain turns any error (ours or Fiber's) into a domain.Error.
+func (s *Server) toDomain(c *fiber.Ctx, err error) *domain.Error {
+	var de *domain.Error
+	if errors.As(err, &de) {
+		return de
+	}
+	var fe *fiber.Error
+	if errors.As(err, &fe) {
+		switch fe.Code {
+		case fiber.StatusNotFound:
+			return domain.Errorf(domain.NotFound, "No such route.")
+		case fiber.StatusMethodNotAllowed:
+			return domain.Errorf(domain.MethodNotAllowed, "This route does not accept %s.", c.Method())
+		case fiber.StatusRequestEntityTooLarge:
+			return domain.Errorf(domain.PayloadTooLarge, "The request body is larger than %d bytes.", s.opts.BodyLimitBytes)
+		case fiber.StatusUnsupportedMediaType:
+			return domain.Errorf(domain.UnsupportedMediaType, "Send the body as application/json.")
+		case fiber.StatusBadRequest, fiber.StatusRequestHeaderFieldsTooLarge, fiber.StatusRequestURITooLong:
+			return domain.Errorf(domain.ValidationFailed, "The request could not be read.")
+		case fiber.StatusRequestTimeout:
+			return domain.Errorf(domain.ValidationFailed, "The request was not received in time.")
+		}
+	}
+	return &domain.Error{Code: domain.Internal, Message: "Internal error.", Err: err}
+}
+
+// logger is the subset of slog the server uses.
