@@ -53,7 +53,11 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 	}
 
-	srv := httpapi.New(b.store, authn, nil, httpOptions(cfg), log)
+	limiter, err := newRateLimiter(ctx, cfg, b.rdb, log)
+	if err != nil {
+		return fmt.Errorf("rate limits: %w", err)
+	}
+	srv := httpapi.New(b.store, authn, limiter, httpOptions(cfg), log)
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTP.Addr, err)

@@ -23,6 +23,16 @@ const (
 
 // requestID honours a sane X-Request-Id or makes one, and returns it.
 func (s *Server) requestID(c *fiber.Ctx) error {
+	requestID(c)
+	return c.Next()
+}
+
+// requestID is the request's id, assigned on first use: answers that fasthttp
+// refuses before any middleware (an oversized body) get one too.
+func requestID(c *fiber.Ctx) string {
+	if id, ok := c.Locals(localRequestID).(string); ok {
+		return id
+	}
 	id := c.Get(headerReqID)
 	if !saneToken(id, 128) {
 		var b [12]byte
@@ -33,11 +43,6 @@ func (s *Server) requestID(c *fiber.Ctx) error {
 	}
 	c.Locals(localRequestID, id)
 	c.Set(headerReqID, id)
-	return c.Next()
-}
-
-func requestID(c *fiber.Ctx) string {
-	id, _ := c.Locals(localRequestID).(string)
 	return id
 }
 
@@ -146,7 +151,11 @@ func idempotencyKey(c *fiber.Ctx) (domain.IdempotencyKey, error) {
 
 func parseIdempotencyKey(raw string) (string, bool) {
 	v := raw
-	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+	if v[0] == '"' {
+		// A leading quote means a structured-field string; it must be well formed.
+		if len(v) < 2 || v[len(v)-1] != '"' {
+			return "", false
+		}
 		var b strings.Builder
 		in := v[1 : len(v)-1]
 		for i := 0; i < len(in); i++ {
