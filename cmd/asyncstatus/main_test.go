@@ -278,3 +278,31 @@ func TestConfigCheckMasksSecrets(t *testing.T) {
 		t.Fatalf("config check output leaks or lacks values:\n%s", out)
 	}
 }
+
+func TestWarnsUnlessNoeviction(t *testing.T) {
+	for _, c := range []struct {
+		policy string
+		warns  bool
+	}{{"allkeys-lru", true}, {"noeviction", false}} {
+		r := testenv.StartRedisProcess(t, "--maxmemory-policy", c.policy)
+		env := map[string]string{"ASYNCSTATUS_REDIS_URL": "redis://" + r.Addr() + "/0",
+			"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET": strings.Repeat("s", 32)}
+		addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+		env["ASYNCSTATUS_HTTP_ADDR"] = addr
+		ctx, cancel := context.WithCancel(context.Background())
+		var out, errb syncBuffer
+		done := make(chan error, 1)
+		go func() { done <- run(ctx, []string{"serve"}, envOf(env), &out, &errb) }()
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(errb.String(), "listening") && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(errb.String(), "maxmemory-policy IS NOT noeviction"); got != c.warns {
+			t.Fatalf("policy %s: warning %v, want %v:\n%s", c.policy, got, c.warns, errb.String())
+		}
+	}
+}

@@ -1,0 +1,174 @@
+package store_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/store"
+	"github.com/asyncstatus/asyncstatus/internal/testenv"
+)
+
+
+func loadReference(tb testing.TB) (domain.CreateInput, domain.ProgressInput, domain.CompleteInput) {
+	tb.Helper()
+	var raw struct {
+		Create     json.RawMessage `json:"create"`
+		Processing json.RawMessage `json:"processing"`
+		Complete   json.RawMessage `json:"complete"`
+	}
+	var b []byte
+	var err error
+	for _, p := range []string{"../../../shared/bench/reference-request.json", "../../shared/bench/reference-request.json"} {
+		if b, err = os.ReadFile(filepath.Clean(p)); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		tb.Fatalf("reference request: %v", err)
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		tb.Fatal(err)
+	}
+	lim := domain.Limits{ContextBytes: 4096, ResultBytes: 16384}
+	c, err := domain.DecodeCreate(raw.Create, lim)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p, err := domain.DecodeProgress(raw.Processing)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	d, err := domain.DecodeComplete(raw.Complete, lim)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c, p, d
+}
+
+// benchStore is a store on the test binary's real redis-server, with the default
+// options (and the real clock).
+func benchStore(b *testing.B) *store.Store {
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.Redis(b), PoolSize: 64})
+	b.Cleanup(func() { rdb.Close() })
+	s, err := store.New(rdb, store.Options{Prefix: testenv.Isolate(b), Retention: 720 * time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// BenchmarkStore measures the store's operations on a real redis-server with the
+// reference request, run in parallel (-cpu sets the goroutines).
+//
+//	go test -run XXX -bench BenchmarkStore -benchtime 3s ./internal/store/
+func BenchmarkStore(b *testing.B) {
+	in, prog, done := loadReference(b)
+	b.Run("Create", func(b *testing.B) {
+		s := benchStore(b)
+		b.SetParallelism(8)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, _, err := s.Create(ctx, domain.CreateParams{Tenant: "bench", CreatedBy: "key_b", Input: in}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+	b.Run("Complete", func(b *testing.B) {
+		s := benchStore(b)
+		ids := make([]string, b.N)
+		for i := range ids {
+			r, _, err := s.Create(ctx, domain.CreateParams{Tenant: "bench", CreatedBy: "key_b", Input: in})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ids[i] = r.ID
+		}
+		var next atomic.Int64
+		b.ResetTimer()
+		b.SetParallelism(8)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				id := ids[next.Add(1)-1]
+				if _, err := s.Complete(ctx, domain.TransitionParams{Tenant: "bench", ID: id, By: "key_b"}, done); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+	b.Run("Poll", func(b *testing.B) {
+		s := benchStore(b)
+		const n = 1000
+		ids := make([]string, n)
+		for i := range ids {
+			r, _, err := s.Create(ctx, domain.CreateParams{Tenant: "bench", CreatedBy: "key_b", Input: in})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.MarkProcessing(ctx, domain.TransitionParams{Tenant: "bench", ID: r.ID, By: "key_b"}, prog); err != nil {
+				b.Fatal(err)
+			}
+			ids[i] = r.ID
+		}
+		callers := []string{"key_a", "key_b", "key_c", "key_d"}
+		var next atomic.Int64
+		b.ResetTimer()
+		b.SetParallelism(8)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				// four callers per request, as a few clients of one request would be;
+				// an early poll (429) is an answer too: the same read, no write
+				i := next.Add(1)
+				caller := callers[i%4]
+				if _, _, err := s.Poll(ctx, "bench", ids[(i/4)%n], caller); err != nil && domain.ErrorCode(err) != domain.PolledTooEarly {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+	b.Run("Read", func(b *testing.B) { // the same read without pacing (events route)
+		s := benchStore(b)
+		r, _, err := s.Create(ctx, domain.CreateParams{Tenant: "bench", CreatedBy: "key_b", Input: in})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		b.SetParallelism(8)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := s.Events(ctx, "bench", r.ID); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+	b.Run("RawHGETALL", func(b *testing.B) { // the floor: one HGETALL of the same record
+		s := benchStore(b)
+		r, _, err := s.Create(ctx, domain.CreateParams{Tenant: "bench", CreatedBy: "key_b", Input: in})
+		if err != nil {
+			b.Fatal(err)
+		}
+		key := s.Prefix() + ":{bench}:r:" + r.ID
+		b.ResetTimer()
+		b.SetParallelism(8)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := s.Client().HGetAll(ctx, key).Err(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}
