@@ -54,7 +54,7 @@ func newEnv(t testing.TB, mod func(*httpapi.Options)) *env {
 	rdb := redis.NewClient(&redis.Options{Dialer: func(context.Context, string, string) (net.Conn, error) { return m.Dial() }, DisableIdentity: true})
 	t.Cleanup(func() { rdb.Close() })
 	c := &clock{t: time.Now().UTC()}
-	st, err := store.New(rdb, store.Options{Now: c.Now, Retention: time.Hour, OpTimeout: 5 * time.Second})
+	st, err := store.New(rdb, store.Options{Now: c.Now, Retention: time.Hour, OpTimeout: 5 * time.Second, EarlyTolerance: 0.2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,62 @@
+package httpapi_test
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// counter is a go-redis hook counting round trips: one per command sent alone, one
+// per pipeline.
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+
+// TestOneRoundTripPerPoll: a poll, authenticated by API key (cached) or poll token,
+// with the tenant check and pacing, is exactly one Redis round trip; so is an early
+// poll answered 429.
+func TestOneRoundTripPerPoll(t *testing.T) {
+	e := newEnv(t, nil)
+	id, tok := e.mustCreate("acme-rw")
+	c := &counter{}
+	e.rdb.AddHook(c)
+	// warm the key cache (one lookup), then count
+	if r := e.call("GET", "/v1/requests/"+id, "", e.as("acme-r")...); r.code != 200 {
+		t.Fatal(r.code)
+	}
+	e.clock.Add(900 * time.Millisecond) // past the pacing tolerance, within the 1 s key cache
+	for _, poll := range []struct {
+		name string
+		hdr  []string
+		want int
+	}{
+		{"key", e.as("acme-r"), 200},
+		{"key early", e.as("acme-r"), 429},
+		{"token", []string{"X-Poll-Token", tok}, 200},
+		{"token early", []string{"X-Poll-Token", tok}, 429},
+	} {
+		before := c.n.Load()
+		if r := e.call("GET", "/v1/requests/"+id, "", poll.hdr...); r.code != poll.want {
+			t.Fatalf("%s: %d %s", poll.name, r.code, r.body)
+		}
+		if got := c.n.Load() - before; got != 1 {
+			t.Fatalf("%s: %d Redis round trips, want 1", poll.name, got)
+		}
+	}
+}
