@@ -1,0 +1,333 @@
+package store
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/asyncstatus/asyncstatus/internal/domain"
+)
+
+// listRounds bounds the list script calls one page may take: a round comes out
+// short when records changed or vanished between the script and the read, or when
+// a rare type/status combination spends the scan budget.
+const listRounds = 4
+
+// position is where a listing stands: the last examined entry, in the order
+// created_at descending, id descending. Neither ever changes for a record, so a
+// position stays meaningful while records are created, transitioned or removed.
+type position struct {
+	ms int64
+	id string
+}
+
+// List answers one page of a tenant's requests, newest first (spec §4). See
+// scripts/lua/list.lua for the plan and docs/listing.md for the costs.
+func (s *Store) List(ctx context.Context, tenant string, f domain.ListFilter) (*domain.ListPage, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = domain.DefaultListLimit
+	}
+	limit = min(limit, domain.MaxListLimit)
+	digest := filterDigest(tenant, f)
+	var pos *position
+	if f.Cursor != "" {
+		p, ok := decodeCursor(f.Cursor, digest)
+		if !ok {
+			return nil, domain.ErrInvalidCursor()
+		}
+		pos = &p
+	}
+
+	minScore, maxMs := "-inf", int64(math.MaxInt64)
+	if f.CreatedAfter != nil {
+		// inclusive, and created_at has millisecond precision: round up
+		ms := f.CreatedAfter.UnixMilli()
+		if f.CreatedAfter.After(time.UnixMilli(ms)) {
+			ms++
+		}
+		minScore = strconv.FormatInt(ms, 10)
+	}
+	if f.CreatedBefore != nil {
+		maxMs = f.CreatedBefore.UnixMilli() // inclusive: UnixMilli rounds down
+	}
+
+	keys := []string{s.k.meta(tenant)}
+	statuses := f.Statuses
+	if len(statuses) == 0 && f.Type == "" {
+		statuses = domain.Statuses[:]
+	}
+	for _, st := range statuses {
+		keys = append(keys, s.k.statusSet(tenant, st))
+	}
+	withType := "0"
+	if f.Type != "" {
+		keys = append(keys, s.k.typeSet(tenant, f.Type))
+		withType = "1"
+	}
+	wantStatus := map[domain.Status]bool{}
+	for _, st := range f.Statuses {
+		wantStatus[st] = true
+	}
+
+	now := s.now().UnixMilli()
+	page := &domain.ListPage{Items: make([]*domain.Request, 0, limit)}
+	more := false
+	for round := 0; round < listRounds && len(page.Items) < limit; round++ {
+		maxScore, cID := "+inf", ""
+		top := maxMs
+		if pos != nil {
+			top = min(top, pos.ms)
+			cID = pos.id
+		}
+		if top != math.MaxInt64 {
+			maxScore = strconv.FormatInt(top, 10)
+		}
+		r, err := s.run(ctx, s.sc.list, keys, strconv.Itoa(len(statuses)), withType, maxScore, minScore,
+			cID, strconv.Itoa(s.opts.ListScanBudget), strconv.Itoa(limit-len(page.Items)))
+		if err != nil {
+			return nil, backend("list requests", err)
+		}
+		switch r.code {
+		case codeOK:
+		case codeFrozen:
+			return nil, errFrozen()
+		default:
+			return nil, unexpected("list requests", r)
+		}
+		if len(r.rest) < 2 {
+			return nil, unexpected("list requests", r)
+		}
+		m, _ := r.rest[0].(int64)
+		more = m == 1
+		if lastID, _ := r.rest[1].(string); lastID != "" {
+			u, err := uuid.Parse(lastID)
+			if err != nil {
+				return nil, backend("list requests", fmt.Errorf("index entry %q is not a request id", lastID))
+			}
+			// An entry's score is its id's millisecond (list.lua relies on it too).
+			pos = &position{ms: uuidTime(u).UnixMilli(), id: lastID}
+		}
+		ids := make([]string, 0, len(r.rest)-2)
+		for _, v := range r.rest[2:] {
+			id, _ := v.(string)
+			ids = append(ids, id)
+		}
+		reqs, err := s.hydrate(ctx, tenant, ids)
+		if err != nil {
+			return nil, err
+		}
+		for _, req := range reqs {
+			switch {
+			case req == nil:
+			case req.ExpiresAt != nil && req.ExpiresAt.UnixMilli() <= now: // past retention: gone
+			case len(wantStatus) > 0 && !wantStatus[req.Status]: // moved on since the script
+			case f.Type != "" && req.Type != f.Type:
+			default:
+				page.Items = append(page.Items, req)
+			}
+		}
+		if !more {
+			break
+		}
+	}
+	if more && pos != nil {
+		c, err := encodeCursor(digest, *pos)
+		if err != nil {
+			return nil, backend("list requests", err)
+		}
+		page.NextCursor = c
+	}
+	return page, nil
+}
+
+// How List reads a page's records (Store.readPath).
+const (
+	readPipeline = 1 // one pipeline of HGETALLs: a real Redis
+	readScript   = 2 // records.lua: the embedded store (miniredis)
+)
+
+// hydrate reads the records of ids in one round trip (they share the tenant's
+// slot). A vanished record, or one past its retention, is nil.
+//
+// On Redis that is one pipeline of HGETALLs: a quarter of the Redis CPU of a
+// script returning the same fields (records.lua; every value crosses the Lua
+// boundary twice). The embedded store cannot take it: miniredis over net.Pipe
+// flushes every reply, so a pipeline larger than its 4 KiB read buffer deadlocks.
+// There, and on any server that does not say it is Redis, records.lua does the
+// reading in one command.
+func (s *Store) hydrate(ctx context.Context, tenant string, ids []string) ([]*domain.Request, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = s.k.record(tenant, id)
+	}
+	path, err := s.listReadPath(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if path == readScript {
+		return s.hydrateScript(ctx, ids, keys)
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+	defer cancel()
+	cmds := make([]*redis.MapStringStringCmd, len(keys))
+	if _, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			cmds[i] = p.HGetAll(cctx, k)
+		}
+		return nil
+	}); err != nil {
+		return nil, backend("list requests: read records", err)
+	}
+	now := s.now().UnixMilli()
+	out := make([]*domain.Request, len(ids))
+	for i, c := range cmds {
+		m := c.Val()
+		if len(m) == 0 {
+			continue
+		}
+		flat := make([]any, 0, 2*len(m))
+		for k, v := range m {
+			// pacing state ("~caller") is not part of the representation (as in
+			// poll.lua), and listings do not carry events.
+			if strings.HasPrefix(k, "~") || k == "e" {
+				continue
+			}
+			flat = append(flat, k, v)
+		}
+		if req, err := decodeRecord(ids[i], flat); err == nil && (req.ExpiresAt == nil || req.ExpiresAt.UnixMilli() > now) {
+			out[i] = req
+		}
+	}
+	return out, nil
+}
+
+// listReadPath finds out once whether the server is a Redis (INFO server names
+// its redis_version; miniredis refuses the section).
+func (s *Store) listReadPath(ctx context.Context) (int32, error) {
+	if p := s.readPath.Load(); p != 0 {
+		return p, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+	defer cancel()
+	info, err := s.rdb.Info(cctx, "server").Result()
+	p := int32(readPipeline)
+	switch {
+	case err != nil && isRedisDown(err):
+		return 0, backend("list requests", err)
+	case err != nil || !strings.Contains(info, "redis_version:"):
+		p = readScript
+	}
+	s.readPath.Store(p)
+	return p, nil
+}
+
+func (s *Store) hydrateScript(ctx context.Context, ids, keys []string) ([]*domain.Request, error) {
+	r, err := s.run(ctx, s.sc.records, keys, ms(s.now()))
+	if err != nil {
+		return nil, backend("list requests: read records", err)
+	}
+	out := make([]*domain.Request, len(ids))
+	rest := r.rest
+	for i := range ids {
+		if len(rest) == 0 {
+			return nil, unexpected("list requests: read records", r)
+		}
+		n, _ := rest[0].(int64)
+		if n < 0 || int(n) > len(rest)-1 {
+			return nil, unexpected("list requests: read records", r)
+		}
+		flat := rest[1 : 1+n]
+		rest = rest[1+n:]
+		if n == 0 {
+			continue
+		}
+		if req, err := decodeRecord(ids[i], flat); err == nil {
+			out[i] = req
+		}
+	}
+	return out, nil
+}
+
+// Cursors are base64url of: version (1 byte), filter digest (8), created_at ms
+// (8, big endian), id (16), then the first 8 bytes of an HMAC-SHA256 of all that.
+// The MAC key is fixed: it detects garbling and tampering by accident, not by
+// intent; a forged cursor could only name a position in the caller's own listing.
+const cursorVersion = 1
+
+var cursorKey = []byte("asyncstatus list cursor v1")
+
+const cursorLen = 1 + 8 + 8 + 16 + 8
+
+// filterDigest binds a cursor to the tenant and to the filter set (not to the page
+// size, which may change from page to page).
+func filterDigest(tenant string, f domain.ListFilter) [8]byte {
+	var b strings.Builder
+	b.WriteString(tenant)
+	b.WriteString("\x00")
+	b.WriteString(f.Type)
+	b.WriteString("\x00")
+	for _, st := range f.Statuses { // sorted and unique (domain.DecodeListQuery)
+		b.WriteString(string(st) + ",")
+	}
+	for _, t := range []*time.Time{f.CreatedAfter, f.CreatedBefore} {
+		b.WriteString("\x00")
+		if t != nil {
+			b.WriteString(strconv.FormatInt(t.UnixNano(), 10))
+		}
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	var d [8]byte
+	copy(d[:], sum[:8])
+	return d
+}
+
+func encodeCursor(digest [8]byte, p position) (string, error) {
+	u, err := uuid.Parse(p.id)
+	if err != nil {
+		return "", fmt.Errorf("index entry %q is not a request id", p.id)
+	}
+	buf := make([]byte, 0, cursorLen)
+	buf = append(buf, cursorVersion)
+	buf = append(buf, digest[:]...)
+	buf = binary.BigEndian.AppendUint64(buf, uint64(p.ms))
+	buf = append(buf, u[:]...)
+	mac := hmac.New(sha256.New, cursorKey)
+	mac.Write(buf)
+	buf = append(buf, mac.Sum(nil)[:8]...)
+	return base64.RawURLEncoding.EncodeToString(buf), nil
+}
+
+func decodeCursor(c string, digest [8]byte) (position, bool) {
+	buf, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || len(buf) != cursorLen || buf[0] != cursorVersion {
+		return position{}, false
+	}
+	mac := hmac.New(sha256.New, cursorKey)
+	mac.Write(buf[:cursorLen-8])
+	if !hmac.Equal(mac.Sum(nil)[:8], buf[cursorLen-8:]) {
+		return position{}, false
+	}
+	if !hmac.Equal(buf[1:9], digest[:]) {
+		return position{}, false
+	}
+	ms := int64(binary.BigEndian.Uint64(buf[9:17]))
+	u, err := uuid.FromBytes(buf[17:33])
+	if err != nil || ms < 0 {
+		return position{}, false
+	}
+	return position{ms: ms, id: u.String()}, true
+}
