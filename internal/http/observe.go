@@ -1,0 +1,143 @@
+package httpapi
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
+
+	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/metrics"
+)
+
+// localProblem holds the code of an error answer, for the access log.
+const localProblem = "problem_code"
+
+// routeKey names a registered route.
+type routeKey struct{ method, path string }
+
+// transitionOf maps the routes that change a request's status to the transition
+// label and target status counted when they answer successStatus.
+var transitionOf = map[routeKey]struct {
+	name, to      string
+	successStatus int
+}{
+	{fiber.MethodPost, "/v1/requests"}:                {metrics.TransitionCreate, string(domain.StatusQueued), fiber.StatusAccepted},
+	{fiber.MethodPost, "/v1/requests/:id/processing"}: {metrics.TransitionProcessing, string(domain.StatusProcessing), fiber.StatusOK},
+	{fiber.MethodPost, "/v1/requests/:id/complete"}:   {metrics.TransitionComplete, string(domain.StatusSucceeded), fiber.StatusOK},
+	{fiber.MethodPost, "/v1/requests/:id/fail"}:       {metrics.TransitionFail, string(domain.StatusFailed), fiber.StatusOK},
+	{fiber.MethodPost, "/v1/requests/:id/cancel"}:     {metrics.TransitionCancel, string(domain.StatusCancelled), fiber.StatusOK},
+}
+
+// observer is the state of the observe middleware.
+type observer struct {
+	once   sync.Once
+	routes map[routeKey]bool // every registered (non-middleware) route
+}
+
+// observing tells whether the observe middleware has anything to do.
+func (s *Server) observing() bool { return s.opts.Metrics != nil || s.opts.AccessLog != nil }
+
+// observe counts every answer in the metrics and writes its access-log line. It
+// runs the error handler itself, as Fiber's logger does, so that it sees the
+// status of error answers; Fiber then has no error left to handle.
+func (s *Server) observe(c *fiber.Ctx) error {
+	start := time.Now()
+	finished := false
+	defer func() {
+		if !finished { // a panic on its way to the recover middleware, which answers 500
+			s.record(c, start, fiber.StatusInternalServerError)
+		}
+	}()
+	if err := c.Next(); err != nil {
+		if herr := s.errorHandler(c, err); herr != nil {
+			_ = c.SendStatus(fiber.StatusInternalServerError)
+		}
+	}
+	finished = true
+	s.record(c, start, c.Response().StatusCode())
+	return nil
+}
+
+// record writes the metrics and the log line of one answer.
+func (s *Server) record(c *fiber.Ctx, start time.Time, status int) {
+	d := time.Since(start)
+	route, method := s.routeOf(c)
+	if m := s.opts.Metrics; m != nil {
+		m.ObserveRequest(method, route, status, d)
+		if t, ok := transitionOf[routeKey{method, route}]; ok && status == t.successStatus {
+			m.Transition(t.name, t.to)
+		}
+	}
+	if l := s.opts.AccessLog; l != nil {
+		p := principal(c)
+		keyID := p.KeyID
+		if keyID == "" && p.PollTokenFor != "" {
+			keyID = "poll_token"
+		}
+		attrs := make([]slog.Attr, 0, 8)
+		attrs = append(attrs,
+			slog.String("method", method),
+			slog.String("route", route),
+			slog.Int("status", status),
+			slog.Float64("duration_ms", float64(d.Microseconds())/1000),
+			slog.String("request_id", requestID(c)),
+			slog.String("tenant", p.Tenant),
+			slog.String("key_id", keyID))
+		if code, ok := c.Locals(localProblem).(domain.Code); ok {
+			attrs = append(attrs, slog.String("code", string(code)))
+		}
+		l.LogAttrs(c.UserContext(), slog.LevelInfo, "request", attrs...)
+	}
+}
+
+// routeOf is the matched route pattern and method for labels: constant strings
+// only (Fiber's own method and path strings are reused between requests), and
+// metrics.Unmatched when no route matched (404, 405), never the raw path.
+func (s *Server) routeOf(c *fiber.Ctx) (route, method string) {
+	s.obs.once.Do(func() {
+		s.obs.routes = map[routeKey]bool{}
+		for _, r := range s.app.GetRoutes(true) {
+			s.obs.routes[routeKey{r.Method, r.Path}] = true
+		}
+	})
+	r := c.Route()
+	if s.obs.routes[routeKey{r.Method, r.Path}] {
+		return r.Path, r.Method
+	}
+	return metrics.Unmatched, methodLabel(c.Method())
+}
+
+// methodLabel maps a method to a constant string (Fiber accepts only these).
+func methodLabel(m string) string {
+	for _, k := range [...]string{fiber.MethodGet, fiber.MethodHead, fiber.MethodPost, fiber.MethodPut, fiber.MethodDelete,
+		fiber.MethodConnect, fiber.MethodOptions, fiber.MethodTrace, fiber.MethodPatch} {
+		if m == k {
+			return k
+		}
+	}
+	return "other"
+}
+
+// countProblem counts the refusals that have their own metrics and keeps the
+// code for the access log. errorHandler calls it for every error answer.
+func (s *Server) countProblem(c *fiber.Ctx, code domain.Code) {
+	switch code {
+	case domain.PolledTooEarly:
+		s.opts.Metrics.Throttled(metrics.ReasonPolledTooEarly)
+	case domain.RateLimited:
+		s.opts.Metrics.Throttled(metrics.ReasonRateLimited)
+	case domain.BackendUnavailable:
+		s.opts.Metrics.BackendUnavailable()
+	}
+	if s.opts.AccessLog != nil {
+		c.Locals(localProblem, code)
+	}
+}
+
+// metricsHandler serves /metrics in the Prometheus text format.
+func (s *Server) metricsHandler() fiber.Handler {
+	return adaptor.HTTPHandler(s.opts.Metrics.Handler())
+}

@@ -1,0 +1,346 @@
+package metrics
+
+import (
+	"fmt"
+	"net/http"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+const namespace = "asyncstatus"
+
+// Reasons of a 429 answer, the values of asyncstatus_http_throttled_total{reason}.
+const (
+	ReasonPolledTooEarly = "polled_too_early"
+	ReasonRateLimited    = "rate_limited"
+)
+
+// Transitions, the values of asyncstatus_transitions_total{transition}, and the
+// status each one leads to.
+const (
+	TransitionCreate       = "create"        // -> queued
+	TransitionProcessing   = "processing"    // -> processing (a heartbeat included)
+	TransitionComplete     = "complete"      // -> succeeded
+	TransitionFail         = "fail"          // -> failed
+	TransitionCancel       = "cancel"        // -> cancelled
+	TransitionSweepExpire  = "sweep_expire"  // -> expired (queued too long)
+	TransitionSweepTimeout = "sweep_timeout" // -> failed (no heartbeat)
+)
+
+// Unmatched is the route label of answers to paths no route matches: the raw
+// path would make the label set unbounded.
+const Unmatched = "unmatched"
+
+// HTTP latency buckets, seconds: a poll on a healthy Redis takes about a
+// millisecond, redis.op_timeout defaults to 1 s.
+var httpBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
+
+// Redis script latency buckets, seconds.
+var scriptBuckets = []float64{0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}
+
+// classes are the status class label values, by status / 100.
+var classes = [...]string{"other", "1xx", "2xx", "3xx", "4xx", "5xx"}
+
+// statusClass is "2xx" for 200..299 and so on; "other" outside 100..599.
+func statusClass(status int) string {
+	if c := status / 100; c >= 1 && c <= 5 {
+		return classes[c]
+	}
+	return classes[0]
+}
+
+// SweepStats is what the sweeper reports, read at every scrape. It mirrors the
+// sweeper's own counters so that this package need not import the store.
+type SweepStats struct {
+	// Runs counts ticks; Errors the ticks that failed.
+	Runs, Errors int64
+	// Expired counts queued -> expired, Failed processing -> failed transitions.
+	Expired, Failed int64
+	// Cleaned counts records whose index entries retention cleanup removed.
+	Cleaned int64
+	// LastRun is when the last tick started (zero before the first), LastDuration
+	// how long it took, LastLag how overdue the oldest due entry it found was.
+	LastRun      time.Time
+	LastDuration time.Duration
+	LastLag      time.Duration
+}
+
+// Metrics is the set of asyncstatus collectors on one registry.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	requests    *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	transitions *prometheus.CounterVec
+	throttled   *prometheus.CounterVec
+	unavailable prometheus.Counter
+	scripts     *prometheus.HistogramVec
+	embedded    prometheus.Gauge
+	buildInfo   *prometheus.GaugeVec
+
+	mu    sync.Mutex
+	sweep func() SweepStats // nil until WatchSweeper
+
+	// The children of the request and script metrics, looked up once per label
+	// set: WithLabelValues hashes and validates every value on every call, which
+	// is most of the cost on the request path. The label sets are bounded, so
+	// are these maps.
+	seriesMu sync.RWMutex
+	series   map[requestKey]requestSeries
+	scriptMu sync.RWMutex
+	script   map[[2]string]prometheus.Observer
+}
+
+type requestKey struct{ method, route, class string }
+
+type requestSeries struct {
+	count prometheus.Counter
+	dur   prometheus.Observer
+}
+
+// New makes the collectors and registers them on reg.
+func New(reg *prometheus.Registry) (*Metrics, error) {
+	if reg == nil {
+		return nil, fmt.Errorf("metrics: a registry is required")
+	}
+	m := &Metrics{reg: reg, series: map[requestKey]requestSeries{}, script: map[[2]string]prometheus.Observer{}}
+	httpLabels := []string{"method", "route", "class"}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "http", Name: "requests_total",
+		Help: "HTTP answers by method, route pattern and status class.",
+	}, httpLabels)
+	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: namespace, Subsystem: "http", Name: "request_duration_seconds",
+		Help:    "Time from the first middleware to the answer written, by method, route pattern and status class.",
+		Buckets: httpBuckets,
+	}, httpLabels)
+	m.transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "transitions_total",
+		Help: transitionsHelp,
+	}, []string{"transition", "to"})
+	m.throttled = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "http", Name: "throttled_total",
+		Help: "429 answers by reason: polled_too_early (pacing) or rate_limited (ratelimit.*).",
+	}, []string{"reason"})
+	m.unavailable = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "http", Name: "backend_unavailable_total",
+		Help: "503 BACKEND_UNAVAILABLE answers: Redis unreachable, slow or refusing writes.",
+	})
+	m.scripts = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: namespace, Subsystem: "redis", Name: "script_duration_seconds",
+		Help:    "Latency of each Lua script call (EVALSHA, with its EVAL fallback) by script and result (ok or error).",
+		Buckets: scriptBuckets,
+	}, []string{"script", "result"})
+	m.embedded = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "embedded_store",
+		Help: "1 when serving from the embedded in-process store: data lives only as long as the process.",
+	})
+	m.buildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "build_info",
+		Help: "Always 1; the labels name the running build.",
+	}, []string{"version", "goversion"})
+	for _, c := range []prometheus.Collector{m.requests, m.duration, &transitionCollector{m}, m.throttled,
+		m.unavailable, m.scripts, m.embedded, m.buildInfo, &sweeperCollector{m}} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("metrics: register: %w", err)
+		}
+	}
+	// Series that alerts compare against exist from the start, at zero.
+	m.throttled.WithLabelValues(ReasonPolledTooEarly)
+	m.throttled.WithLabelValues(ReasonRateLimited)
+	for _, t := range [][2]string{{TransitionCreate, "queued"}, {TransitionProcessing, "processing"},
+		{TransitionComplete, "succeeded"}, {TransitionFail, "failed"}, {TransitionCancel, "cancelled"}} {
+		m.transitions.WithLabelValues(t[0], t[1])
+	}
+	m.SetBuildInfo("dev")
+	return m, nil
+}
+
+// Registry is the registry the collectors live on (cmd adds the Go and process
+// collectors to it).
+func (m *Metrics) Registry() *prometheus.Registry {
+	if m == nil {
+		return nil
+	}
+	return m.reg
+}
+
+// Handler serves the registry in the Prometheus text format; for a nil
+// *Metrics, an empty registry.
+func (m *Metrics) Handler() http.Handler {
+	reg := prometheus.NewRegistry()
+	if m != nil {
+		reg = m.reg
+	}
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// ObserveRequest counts one HTTP answer. route must be a registered route
+// pattern (e.g. /v1/requests/:id) or [Unmatched], never a raw path.
+func (m *Metrics) ObserveRequest(method, route string, status int, d time.Duration) {
+	if m == nil {
+		return
+	}
+	k := requestKey{method, route, statusClass(status)}
+	m.seriesMu.RLock()
+	s, ok := m.series[k]
+	m.seriesMu.RUnlock()
+	if !ok {
+		s = requestSeries{m.requests.WithLabelValues(k.method, k.route, k.class), m.duration.WithLabelValues(k.method, k.route, k.class)}
+		m.seriesMu.Lock()
+		m.series[k] = s
+		m.seriesMu.Unlock()
+	}
+	s.count.Inc()
+	s.dur.Observe(d.Seconds())
+}
+
+// Transition counts one accepted transition call leading to status to.
+func (m *Metrics) Transition(transition, to string) {
+	if m == nil {
+		return
+	}
+	m.transitions.WithLabelValues(transition, to).Inc()
+}
+
+// Throttled counts one 429 answer; reason is ReasonPolledTooEarly or ReasonRateLimited.
+func (m *Metrics) Throttled(reason string) {
+	if m == nil {
+		return
+	}
+	m.throttled.WithLabelValues(reason).Inc()
+}
+
+// BackendUnavailable counts one 503 answer.
+func (m *Metrics) BackendUnavailable() {
+	if m == nil {
+		return
+	}
+	m.unavailable.Inc()
+}
+
+// ObserveScript records one Lua script call; it satisfies store.ScriptObserver.
+func (m *Metrics) ObserveScript(name string, d time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	k := [2]string{name, "ok"}
+	if err != nil {
+		k[1] = "error"
+	}
+	m.scriptMu.RLock()
+	o, ok := m.script[k]
+	m.scriptMu.RUnlock()
+	if !ok {
+		o = m.scripts.WithLabelValues(k[0], k[1])
+		m.scriptMu.Lock()
+		m.script[k] = o
+		m.scriptMu.Unlock()
+	}
+	o.Observe(d.Seconds())
+}
+
+// SetEmbedded sets the embedded-store gauge.
+func (m *Metrics) SetEmbedded(on bool) {
+	if m == nil {
+		return
+	}
+	if on {
+		m.embedded.Set(1)
+	} else {
+		m.embedded.Set(0)
+	}
+}
+
+// SetBuildInfo names the running build (the version set with -ldflags).
+func (m *Metrics) SetBuildInfo(version string) {
+	if m == nil {
+		return
+	}
+	m.buildInfo.Reset()
+	m.buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
+}
+
+// WatchSweeper makes every scrape read stats: the sweeper_* metrics and the
+// sweep_* transitions. Calling it again replaces the source.
+func (m *Metrics) WatchSweeper(stats func() SweepStats) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	m.sweep = stats
+	m.mu.Unlock()
+}
+
+func (m *Metrics) sweepStats() (SweepStats, bool) {
+	m.mu.Lock()
+	f := m.sweep
+	m.mu.Unlock()
+	if f == nil {
+		return SweepStats{}, false
+	}
+	return f(), true
+}
+
+const transitionsHelp = "Accepted transitions by transition and target status: API calls (idempotent replays included) and the sweeper's timeouts."
+
+// transitionCollector serves asyncstatus_transitions_total: the API's counters
+// and, once a sweeper is watched, its timeouts, as one metric.
+type transitionCollector struct{ m *Metrics }
+
+var transitionsDesc = prometheus.NewDesc(namespace+"_transitions_total", transitionsHelp, []string{"transition", "to"}, nil)
+
+func (c *transitionCollector) Describe(ch chan<- *prometheus.Desc) { ch <- transitionsDesc }
+
+func (c *transitionCollector) Collect(ch chan<- prometheus.Metric) {
+	c.m.transitions.Collect(ch)
+	if s, ok := c.m.sweepStats(); ok {
+		ch <- prometheus.MustNewConstMetric(transitionsDesc, prometheus.CounterValue, float64(s.Expired), TransitionSweepExpire, "expired")
+		ch <- prometheus.MustNewConstMetric(transitionsDesc, prometheus.CounterValue, float64(s.Failed), TransitionSweepTimeout, "failed")
+	}
+}
+
+// sweeperCollector serves the sweeper_* metrics from the watched stats.
+type sweeperCollector struct{ m *Metrics }
+
+var (
+	sweepRuns = prometheus.NewDesc(namespace+"_sweeper_runs_total",
+		"Sweeper ticks of this process.", nil, nil)
+	sweepErrors = prometheus.NewDesc(namespace+"_sweeper_errors_total",
+		"Sweeper ticks that failed (Redis down or slow).", nil, nil)
+	sweepCleaned = prometheus.NewDesc(namespace+"_sweeper_cleaned_total",
+		"Records past their retention whose index entries the sweeper removed.", nil, nil)
+	sweepLag = prometheus.NewDesc(namespace+"_sweeper_lag_seconds",
+		"How overdue the oldest due entry of the last tick was; 0 when nothing was due. Growing: the sweeper does not keep up.", nil, nil)
+	sweepLastRun = prometheus.NewDesc(namespace+"_sweeper_last_run_timestamp_seconds",
+		"Unix time when the last tick started; 0 before the first.", nil, nil)
+	sweepLastDuration = prometheus.NewDesc(namespace+"_sweeper_last_duration_seconds",
+		"How long the last tick took.", nil, nil)
+)
+
+func (c *sweeperCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{sweepRuns, sweepErrors, sweepCleaned, sweepLag, sweepLastRun, sweepLastDuration} {
+		ch <- d
+	}
+}
+
+func (c *sweeperCollector) Collect(ch chan<- prometheus.Metric) {
+	s, ok := c.m.sweepStats()
+	if !ok {
+		return
+	}
+	var last float64
+	if !s.LastRun.IsZero() {
+		last = float64(s.LastRun.UnixNano()) / 1e9
+	}
+	ch <- prometheus.MustNewConstMetric(sweepRuns, prometheus.CounterValue, float64(s.Runs))
+	ch <- prometheus.MustNewConstMetric(sweepErrors, prometheus.CounterValue, float64(s.Errors))
+	ch <- prometheus.MustNewConstMetric(sweepCleaned, prometheus.CounterValue, float64(s.Cleaned))
+	ch <- prometheus.MustNewConstMetric(sweepLag, prometheus.GaugeValue, s.LastLag.Seconds())
+	ch <- prometheus.MustNewConstMetric(sweepLastRun, prometheus.GaugeValue, last)
+	ch <- prometheus.MustNewConstMetric(sweepLastDuration, prometheus.GaugeValue, s.LastDuration.Seconds())
+}

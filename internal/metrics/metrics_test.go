@@ -1,0 +1,217 @@
+package metrics_test
+
+import (
+	"errors"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/asyncstatus/asyncstatus/internal/metrics"
+)
+
+func mustNew(t *testing.T) (*metrics.Metrics, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, reg
+}
+
+// scrape serves the registry through the handler, as Prometheus would read it.
+func scrape(t *testing.T, m *metrics.Metrics) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 200 {
+		t.Fatalf("scrape: %d", rec.Code)
+	}
+	b, _ := io.ReadAll(rec.Body)
+	return string(b)
+}
+
+func TestNewRequiresRegistry(t *testing.T) {
+	if _, err := metrics.New(nil); err == nil {
+		t.Fatal("New(nil) succeeded")
+	}
+}
+
+// TestTwoSetsDoNotShare: no package globals, no default registry.
+func TestTwoSetsDoNotShare(t *testing.T) {
+	a, _ := mustNew(t)
+	b, _ := mustNew(t)
+	a.BackendUnavailable()
+	if strings.Contains(scrape(t, b), "asyncstatus_http_backend_unavailable_total 1") {
+		t.Fatal("a count on one set shows in another")
+	}
+	if !strings.Contains(scrape(t, a), "asyncstatus_http_backend_unavailable_total 1") {
+		t.Fatal("the count is missing from its own set")
+	}
+	n, err := testutil.GatherAndCount(prometheus.DefaultGatherer, "asyncstatus_http_requests_total")
+	if err != nil || n != 0 {
+		t.Fatalf("default registry holds %d asyncstatus series (%v)", n, err)
+	}
+}
+
+func TestRequestsByRouteAndClass(t *testing.T) {
+	m, reg := mustNew(t)
+	m.ObserveRequest("GET", "/v1/requests/:id", 200, 2*time.Millisecond)
+	m.ObserveRequest("GET", "/v1/requests/:id", 304, time.Millisecond)
+	m.ObserveRequest("GET", "/v1/requests/:id", 429, time.Millisecond)
+	m.ObserveRequest("GET", "/v1/requests/:id", 404, time.Millisecond)
+	m.ObserveRequest("GET", metrics.Unmatched, 404, time.Millisecond)
+	want := `
+# HELP asyncstatus_http_requests_total HTTP answers by method, route pattern and status class.
+# TYPE asyncstatus_http_requests_total counter
+asyncstatus_http_requests_total{class="2xx",method="GET",route="/v1/requests/:id"} 1
+asyncstatus_http_requests_total{class="3xx",method="GET",route="/v1/requests/:id"} 1
+asyncstatus_http_requests_total{class="4xx",method="GET",route="/v1/requests/:id"} 2
+asyncstatus_http_requests_total{class="4xx",method="GET",route="unmatched"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "asyncstatus_http_requests_total"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(m.Registry(), "asyncstatus_http_request_duration_seconds"); n != 4 {
+		t.Fatalf("%d latency series, want 4", n)
+	}
+}
+
+func TestRefusalsAndTransitions(t *testing.T) {
+	m, reg := mustNew(t)
+	m.Throttled(metrics.ReasonPolledTooEarly)
+	m.Throttled(metrics.ReasonPolledTooEarly)
+	m.BackendUnavailable()
+	m.Transition(metrics.TransitionComplete, "succeeded")
+	want := `
+# HELP asyncstatus_http_throttled_total 429 answers by reason: polled_too_early (pacing) or rate_limited (ratelimit.*).
+# TYPE asyncstatus_http_throttled_total counter
+asyncstatus_http_throttled_total{reason="polled_too_early"} 2
+asyncstatus_http_throttled_total{reason="rate_limited"} 0
+# HELP asyncstatus_http_backend_unavailable_total 503 BACKEND_UNAVAILABLE answers: Redis unreachable, slow or refusing writes.
+# TYPE asyncstatus_http_backend_unavailable_total counter
+asyncstatus_http_backend_unavailable_total 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "asyncstatus_http_throttled_total", "asyncstatus_http_backend_unavailable_total"); err != nil {
+		t.Fatal(err)
+	}
+	out := scrape(t, m)
+	for _, line := range []string{
+		`asyncstatus_transitions_total{to="succeeded",transition="complete"} 1`,
+		`asyncstatus_transitions_total{to="queued",transition="create"} 0`,
+	} {
+		if !strings.Contains(out, line) {
+			t.Fatalf("missing %s in\n%s", line, out)
+		}
+	}
+	if strings.Contains(out, "sweep_expire") || strings.Contains(out, "asyncstatus_sweeper_") {
+		t.Fatal("sweeper series before a sweeper is watched")
+	}
+}
+
+func TestSweeper(t *testing.T) {
+	m, reg := mustNew(t)
+	last := time.Unix(1_700_000_000, 500_000_000)
+	m.WatchSweeper(func() metrics.SweepStats {
+		return metrics.SweepStats{Runs: 7, Errors: 1, Expired: 3, Failed: 2, Cleaned: 11,
+			LastRun: last, LastDuration: 40 * time.Millisecond, LastLag: 1500 * time.Millisecond}
+	})
+	m.Transition(metrics.TransitionFail, "failed")
+	want := `
+# HELP asyncstatus_sweeper_runs_total Sweeper ticks of this process.
+# TYPE asyncstatus_sweeper_runs_total counter
+asyncstatus_sweeper_runs_total 7
+# HELP asyncstatus_sweeper_errors_total Sweeper ticks that failed (Redis down or slow).
+# TYPE asyncstatus_sweeper_errors_total counter
+asyncstatus_sweeper_errors_total 1
+# HELP asyncstatus_sweeper_cleaned_total Records past their retention whose index entries the sweeper removed.
+# TYPE asyncstatus_sweeper_cleaned_total counter
+asyncstatus_sweeper_cleaned_total 11
+# HELP asyncstatus_sweeper_lag_seconds How overdue the oldest due entry of the last tick was; 0 when nothing was due. Growing: the sweeper does not keep up.
+# TYPE asyncstatus_sweeper_lag_seconds gauge
+asyncstatus_sweeper_lag_seconds 1.5
+# HELP asyncstatus_sweeper_last_run_timestamp_seconds Unix time when the last tick started; 0 before the first.
+# TYPE asyncstatus_sweeper_last_run_timestamp_seconds gauge
+asyncstatus_sweeper_last_run_timestamp_seconds 1.7000000005e+09
+# HELP asyncstatus_sweeper_last_duration_seconds How long the last tick took.
+# TYPE asyncstatus_sweeper_last_duration_seconds gauge
+asyncstatus_sweeper_last_duration_seconds 0.04
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "asyncstatus_sweeper_runs_total", "asyncstatus_sweeper_errors_total",
+		"asyncstatus_sweeper_cleaned_total", "asyncstatus_sweeper_lag_seconds", "asyncstatus_sweeper_last_run_timestamp_seconds",
+		"asyncstatus_sweeper_last_duration_seconds"); err != nil {
+		t.Fatal(err)
+	}
+	out := scrape(t, m)
+	for _, line := range []string{
+		`asyncstatus_transitions_total{to="expired",transition="sweep_expire"} 3`,
+		`asyncstatus_transitions_total{to="failed",transition="sweep_timeout"} 2`,
+		`asyncstatus_transitions_total{to="failed",transition="fail"} 1`,
+	} {
+		if !strings.Contains(out, line) {
+			t.Fatalf("missing %s in\n%s", line, out)
+		}
+	}
+}
+
+func TestScriptsEmbeddedBuildInfo(t *testing.T) {
+	m, _ := mustNew(t)
+	m.ObserveScript("poll", 3*time.Millisecond, nil)
+	m.ObserveScript("poll", time.Second, errors.New("i/o timeout"))
+	m.SetEmbedded(true)
+	m.SetBuildInfo("1.2.3")
+	out := scrape(t, m)
+	for _, line := range []string{
+		`asyncstatus_redis_script_duration_seconds_count{result="ok",script="poll"} 1`,
+		`asyncstatus_redis_script_duration_seconds_count{result="error",script="poll"} 1`,
+		`asyncstatus_embedded_store 1`,
+		`asyncstatus_build_info{goversion="go`,
+		`version="1.2.3"} 1`,
+	} {
+		if !strings.Contains(out, line) {
+			t.Fatalf("missing %s in\n%s", line, out)
+		}
+	}
+	if strings.Contains(out, `version="dev"`) {
+		t.Fatal("SetBuildInfo left the previous version behind")
+	}
+}
+
+// TestNilIsANoOp: callers hold a nil *Metrics when metrics are off.
+func TestNilIsANoOp(t *testing.T) {
+	var m *metrics.Metrics
+	m.ObserveRequest("GET", "/healthz", 200, time.Millisecond)
+	m.Transition(metrics.TransitionCreate, "queued")
+	m.Throttled(metrics.ReasonRateLimited)
+	m.BackendUnavailable()
+	m.ObserveScript("poll", time.Millisecond, nil)
+	m.SetEmbedded(true)
+	m.SetBuildInfo("x")
+	m.WatchSweeper(nil)
+	if out := scrape(t, m); strings.Contains(out, "asyncstatus_") {
+		t.Fatalf("a nil set served %s", out)
+	}
+}
+
+// BenchmarkObserveRequest is the metrics cost of one HTTP answer.
+func BenchmarkObserveRequest(b *testing.B) {
+	m, _ := metrics.New(prometheus.NewRegistry())
+	b.ReportAllocs()
+	for range b.N {
+		m.ObserveRequest("GET", "/v1/requests/:id", 200, 1500*time.Microsecond)
+	}
+}
+
+// BenchmarkObserveScript is the cost the store's script observer adds to a call.
+func BenchmarkObserveScript(b *testing.B) {
+	m, _ := metrics.New(prometheus.NewRegistry())
+	b.ReportAllocs()
+	for range b.N {
+		m.ObserveScript("poll", 700*time.Microsecond, nil)
+	}
+}
