@@ -18,7 +18,7 @@ run:
 	$(GO) run ./cmd/asyncstatus serve
 
 bench:
-	$(GO) run ./bench/cmd/bench
+	$(GO) run ./bench/cmd/bench $(BENCHFLAGS)
 
 fmt:
 	gofmt -w .

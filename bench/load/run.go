@@ -1,0 +1,553 @@
+package load
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// referenceJSON is a copy of the shared reference request (shared/bench/reference-request.json):
+// one create, one processing and one complete body, used by every figure.
+//
+//go:embed reference-request.json
+var referenceJSON []byte
+
+// Reference is the reference request's three bodies, compacted.
+type Reference struct {
+	Create, Processing, Complete []byte
+}
+
+// ParseReference reads a reference-request.json document.
+func ParseReference(b []byte) (Reference, error) {
+	var doc struct {
+		Create, Processing, Complete json.RawMessage
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return Reference{}, fmt.Errorf("reference request: %w", err)
+	}
+	var r Reference
+	for _, x := range []struct {
+		dst *[]byte
+		src json.RawMessage
+		n   string
+	}{{&r.Create, doc.Create, "create"}, {&r.Processing, doc.Processing, "processing"}, {&r.Complete, doc.Complete, "complete"}} {
+		var buf bytes.Buffer
+		if len(x.src) == 0 {
+			return Reference{}, fmt.Errorf("reference request: no %q body", x.n)
+		}
+		if err := json.Compact(&buf, x.src); err != nil {
+			return Reference{}, fmt.Errorf("reference request %s: %w", x.n, err)
+		}
+		*x.dst = buf.Bytes()
+	}
+	return r, nil
+}
+
+// Config is one run of the harness.
+type Config struct {
+	// Duration is the measuring window of one round; Warmup runs before it, unmeasured.
+	Duration, Warmup time.Duration
+	// Rounds per scenario and server, alternating asyncstatus and baseline (A B A B ...).
+	Rounds int
+	// Concurrency is the number of connections, each with one call in flight.
+	Concurrency int
+	// Preload is the number of requests (created, then processing) of the polled tenant.
+	Preload int
+	// MemN is the number of reference requests of the memory figure; MemWarm more go
+	// through first (in another tenant) so that connections and buffers exist before.
+	MemN, MemWarm int
+	// PollCallers is the number of API keys that poll the preloaded tenant; 0 picks
+	// enough that no (caller, request) pair is polled twice during the run.
+	PollCallers int
+	// RateLimit adds a poll scenario against an asyncstatus with rate limiting on
+	// (limits set high so that nothing is refused: it measures the limiter's cost).
+	RateLimit bool
+	// Profile records a perf profile of asyncstatus and redis-server under the poll load.
+	Profile bool
+	// QuietWait, when positive, is how long each round may wait for the machine to
+	// be quiet (other processes under 10% of its CPU over half a second) first.
+	QuietWait time.Duration
+	// BuildFlags are passed to go build for both servers (e.g. -race in tests).
+	BuildFlags []string
+	// Reference overrides the embedded reference request (nil: embedded copy).
+	Reference []byte
+	// Command is how the run was started, printed with the report.
+	Command string
+	// Log receives progress lines; nil discards them.
+	Log io.Writer
+	// OutDir, when set, receives the report and the profile.
+	OutDir string
+}
+
+// DefaultConfig is the full run of `make bench` (about 7 minutes on 2 cores).
+func DefaultConfig() Config {
+	return Config{Duration: 10 * time.Second, Warmup: time.Second, Rounds: 2, Concurrency: 32,
+		Preload: 100_000, MemN: 10_000, MemWarm: 1_000, RateLimit: true, Profile: true}
+}
+
+// QuickConfig is a smoke run of every scenario: seconds, not minutes; its figures
+// mean nothing.
+func QuickConfig() Config {
+	return Config{Duration: 500 * time.Millisecond, Warmup: 200 * time.Millisecond, Rounds: 1, Concurrency: 8,
+		Preload: 15_000, MemN: 300, MemWarm: 50, RateLimit: true}
+}
+
+// tenants of the run. The polled tenant holds the preloaded requests; creates and
+// completes go to their own tenant; the memory figure has a tenant of its own.
+const (
+	tenantPoll    = "bench"
+	tenantWrite   = "benchw"
+	tenantMem     = "benchmem"
+	tenantMemWarm = "benchmemwarm"
+	pollSecret    = "bench-poll-token-secret-0123456789abcdef"
+	// baselineKey stands where asyncstatus has an API key, same length, so that
+	// both servers parse the same bytes; the baseline ignores it.
+	baselineKey = "ask_baselinebaselinebaselinebaselinebaselinebaselinebaselineb"
+)
+
+// server is one process under test.
+type server struct {
+	name     string
+	addr     string
+	p        *proc
+	baseline bool
+	data     *dataset
+	env      []string // asyncstatus: its environment (CLI commands use it too)
+	lastRate map[string]float64
+}
+
+// dataset is what the harness knows of the data a server works on. asyncstatus
+// with and without rate limiting share one (same Redis keys).
+type dataset struct {
+	prefix   string   // Redis key prefix
+	ids      []string // preloaded requests, in a random order
+	tokens   []string // their poll tokens (asyncstatus)
+	readKeys []string // API keys of tenantPoll (read, write)
+	writeKey string   // API key of tenantWrite
+
+	// walk counters persist across rounds so that no (caller, request) pair is
+	// polled twice soon: asyncstatus would pace it (429 POLLED_TOO_EARLY).
+	pollSeq, tokenSeq atomic.Uint64
+	ikSeq             atomic.Uint64
+
+	poolMu   sync.Mutex
+	pool     []string // created, still queued requests of tenantWrite, for complete
+	poolNext atomic.Int64
+}
+
+func (s *server) auth(tenant, key string) []header {
+	if s.baseline {
+		return []header{{"Authorization", "Bearer " + baselineKey}, {"X-Bench-Tenant", tenant}}
+	}
+	return []header{{"Authorization", "Bearer " + key}}
+}
+
+type harness struct {
+	cfg    Config
+	ref    Reference
+	log    io.Writer
+	root   string
+	dir    string
+	redis  *redisServer
+	asBin  string
+	blBin  string
+	as     *server
+	asRL   *server
+	bl     *server
+	all    []*server
+	report *Report
+}
+
+func (h *harness) logf(format string, a ...any) {
+	fmt.Fprintf(h.log, "bench %5.1fs: "+format+"\n", append([]any{time.Since(h.report.Started).Seconds()}, a...)...)
+}
+
+// Run starts redis-server, asyncstatus and the baseline, measures every scenario
+// and the memory per request, writes the report to out and returns it.
+func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
+	if cfg.Rounds < 1 || cfg.Concurrency < 1 || cfg.Duration <= 0 || cfg.Preload < 1 || cfg.MemN < 1 {
+		return nil, errors.New("rounds, concurrency, duration, preload and mem-n must be positive")
+	}
+	refDoc := cfg.Reference
+	if refDoc == nil {
+		refDoc = referenceJSON
+	}
+	ref, err := ParseReference(refDoc)
+	if err != nil {
+		return nil, err
+	}
+	h := &harness{cfg: cfg, ref: ref, log: cfg.Log, report: &Report{Config: cfg, Started: time.Now()}}
+	if h.log == nil {
+		h.log = io.Discard
+	}
+	if h.root, err = moduleRoot(); err != nil {
+		return nil, err
+	}
+	if h.dir, err = os.MkdirTemp("", "asyncstatus-bench-"); err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(h.dir)
+	defer h.stopAll()
+
+	if err := h.start(ctx); err != nil {
+		return nil, err
+	}
+	if err := h.measureMemory(ctx); err != nil {
+		return nil, err
+	}
+	if err := h.prepare(ctx); err != nil {
+		return nil, err
+	}
+	for _, sc := range h.scenarios() {
+		if err := h.runScenario(ctx, sc); err != nil {
+			return nil, fmt.Errorf("%s: %w", sc.name, err)
+		}
+		if sc.name == scenarioCreate {
+			if err := h.measureIdempotency(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
+	h.checkLogs()
+	h.checkQuiet()
+	h.report.Finished = time.Now()
+	md := h.report.Markdown()
+	if _, err := io.WriteString(out, md); err != nil {
+		return nil, err
+	}
+	if cfg.OutDir != "" {
+		if err := os.MkdirAll(cfg.OutDir, 0o755); err == nil {
+			_ = os.WriteFile(filepath.Join(cfg.OutDir, "latest.md"), []byte(md), 0o644)
+		}
+	}
+	return h.report, nil
+}
+
+func (h *harness) stopAll() {
+	for _, s := range h.all {
+		s.p.stop()
+	}
+	if h.redis != nil {
+		h.redis.close()
+	}
+}
+
+// start builds both servers and starts redis-server, asyncstatus (rate limiting
+// off), the baseline and, with cfg.RateLimit, asyncstatus with rate limiting on.
+func (h *harness) start(ctx context.Context) error {
+	h.asBin, h.blBin = filepath.Join(h.dir, "asyncstatus"), filepath.Join(h.dir, "baseline")
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	var errAS, errBL error
+	wg.Go(func() { errAS = build(ctx, h.root, "./cmd/asyncstatus", h.asBin, h.cfg.BuildFlags) })
+	wg.Go(func() { errBL = build(ctx, h.root, "./bench/baseline", h.blBin, h.cfg.BuildFlags) })
+	wg.Wait()
+	if err := errors.Join(errAS, errBL); err != nil {
+		return err
+	}
+	h.logf("built ./cmd/asyncstatus and ./bench/baseline %sin %s", strings.Join(append(h.cfg.BuildFlags, ""), " "),
+		time.Since(t0).Round(100*time.Millisecond))
+	var err error
+	if h.redis, err = startRedis(ctx, h.dir); err != nil {
+		return err
+	}
+	h.logf("redis-server %s (pid %d)", h.redis.addr, h.redis.pid())
+	h.report.Machine = machine()
+	if f, err := h.redis.info(ctx, "server"); err == nil {
+		h.report.Machine += ", redis-server " + f["redis_version"]
+	}
+
+	asData := &dataset{prefix: "as"}
+	if h.as, err = h.startAsyncstatus(ctx, "asyncstatus", false, asData); err != nil {
+		return err
+	}
+	if h.cfg.RateLimit {
+		if h.asRL, err = h.startAsyncstatus(ctx, "asyncstatus (rate limit on)", true, asData); err != nil {
+			return err
+		}
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	p, err := startProc("baseline", h.blBin, []string{"-addr", addr, "-redis", "redis://" + h.redis.addr + "/0", "-prefix", "bl"},
+		nil, h.dir, filepath.Join(h.dir, "baseline.log"))
+	if err != nil {
+		return err
+	}
+	h.bl = &server{name: "baseline", addr: addr, p: p, baseline: true, data: &dataset{prefix: "bl"}, lastRate: map[string]float64{}}
+	h.all = append(h.all, h.bl)
+	return waitHTTP(ctx, h.bl)
+}
+
+func (h *harness) startAsyncstatus(ctx context.Context, name string, rateLimit bool, data *dataset) (*server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	env := []string{}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ASYNCSTATUS_") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "ASYNCSTATUS_REDIS_URL=redis://"+h.redis.addr+"/0", "ASYNCSTATUS_HTTP_ADDR="+addr,
+		"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET="+pollSecret, "ASYNCSTATUS_RATELIMIT_ENABLED="+strconv.FormatBool(rateLimit),
+		"ASYNCSTATUS_WEBHOOKS_SECRET_KEY="+pollSecret)
+	if rateLimit {
+		// High enough that nothing is refused: this measures what the limiter costs.
+		env = append(env, "ASYNCSTATUS_RATELIMIT_READ=10000000-S", "ASYNCSTATUS_RATELIMIT_WRITE=10000000-S",
+			"ASYNCSTATUS_RATELIMIT_TENANT=10000000-S")
+	}
+	logName := "asyncstatus.log"
+	if rateLimit {
+		logName = "asyncstatus-ratelimit.log"
+	}
+	p, err := startProc(name, h.asBin, []string{"serve"}, env, h.dir, filepath.Join(h.dir, logName))
+	if err != nil {
+		return nil, err
+	}
+	s := &server{name: name, addr: addr, p: p, data: data, env: env, lastRate: map[string]float64{}}
+	h.all = append(h.all, s)
+	h.logf("%s on %s (pid %d)", name, addr, p.pid())
+	return s, waitHTTP(ctx, s)
+}
+
+// waitHTTP waits until the server answers GET /healthz with 200.
+func waitHTTP(ctx context.Context, s *server) error {
+	cl := newHTTPClient(s.addr, 1)
+	defer cl.close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if s.p.exited() {
+			return fmt.Errorf("%s exited at start (%v):\n%s", s.name, s.p.waitErr, s.p.logTail(20))
+		}
+		if st, _, err := cl.do("GET", "/healthz", nil); err == nil && st == 200 {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%s did not answer /healthz within 30s:\n%s", s.name, s.p.logTail(20))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// only lets s run and stops (SIGSTOP) every other server, so that the one under
+// test has the machine and Redis to itself.
+func (h *harness) only(s *server) {
+	for _, o := range h.all {
+		if o != s {
+			o.p.pause()
+		}
+	}
+	s.p.resume()
+}
+
+func (h *harness) resumeAll() {
+	for _, o := range h.all {
+		o.p.resume()
+	}
+}
+
+// createKey makes an API key with the asyncstatus command line, as an operator would.
+func (h *harness) createKey(ctx context.Context, tenant, scopes, name string) (string, error) {
+	cmd := exec.CommandContext(ctx, h.asBin, "keys", "create", "--tenant", tenant, "--scopes", scopes, "--name", name)
+	cmd.Env = h.as.env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("asyncstatus keys create --tenant %s: %w\n%s", tenant, err, stderr.String())
+	}
+	key := strings.TrimSpace(stdout.String())
+	if key == "" || strings.ContainsAny(key, " \n") {
+		return "", fmt.Errorf("asyncstatus keys create printed %q, want the key alone", stdout.String())
+	}
+	return key, nil
+}
+
+func (h *harness) createKeys(ctx context.Context, tenant, scopes string, n int) ([]string, error) {
+	keys := make([]string, n)
+	err := parallel(ctx, n, 4, func(i int) error {
+		k, err := h.createKey(ctx, tenant, scopes, "bench-"+strconv.Itoa(i))
+		keys[i] = k
+		return err
+	})
+	return keys, err
+}
+
+// prepare makes the API keys and preloads the polled tenant on both data sets.
+func (h *harness) prepare(ctx context.Context) error {
+	d := h.as.data
+	first := make([]string, 2)
+	if err := parallel(ctx, 2, 2, func(i int) (err error) {
+		first[i], err = h.createKey(ctx, []string{tenantWrite, tenantPoll}[i], "read,write", "bench")
+		return err
+	}); err != nil {
+		return err
+	}
+	d.writeKey, d.readKeys = first[0], first[1:]
+	b := h.bl.data
+	b.readKeys, b.writeKey = []string{baselineKey}, baselineKey
+
+	var writes float64 // calls/s asyncstatus managed while preloading
+	for _, s := range []*server{h.as, h.bl} {
+		h.only(s)
+		t0 := time.Now()
+		if err := h.preload(ctx, s); err != nil {
+			return fmt.Errorf("preload %s: %w", s.name, err)
+		}
+		el := time.Since(t0)
+		if s == h.as {
+			writes = 2 * float64(h.cfg.Preload) / el.Seconds()
+		}
+		h.logf("preloaded %d requests (create + processing) on %s in %s", h.cfg.Preload, s.name, el.Round(100*time.Millisecond))
+	}
+	h.resumeAll()
+
+	callers := h.cfg.PollCallers
+	if callers <= 0 {
+		// Enough callers that the walk over (caller, request) pairs does not come
+		// back to a pair during the run: the poll scenarios (and the profile) make
+		// at most 3 x rounds x (warm-up + window) of polls, at (assumed) no more
+		// than 4 times the rate asyncstatus took writes at.
+		polls := 4 * writes * (h.cfg.Duration + h.cfg.Warmup).Seconds() * float64(h.cfg.Rounds+1) * 3
+		callers = min(max(int(polls/float64(h.cfg.Preload))+1, 2), 64)
+	}
+	if callers > 1 {
+		h.logf("creating %d more API keys with `asyncstatus keys create` (%d callers poll)", callers-1, callers)
+		more, err := h.createKeys(ctx, tenantPoll, "read", callers-1)
+		if err != nil {
+			return err
+		}
+		d.readKeys = append(d.readKeys, more...)
+	}
+	return nil
+}
+
+// preload creates cfg.Preload requests in the polled tenant and moves them to
+// processing, through the server's own HTTP API; the poll scenarios read them.
+func (h *harness) preload(ctx context.Context, s *server) error {
+	n := h.cfg.Preload
+	d := s.data
+	ids, tokens := make([]string, n), make([]string, n)
+	cl := newHTTPClient(s.addr, 64)
+	defer cl.close()
+	err := parallel(ctx, n, 64, func(i int) error {
+		hdr := s.auth(tenantPoll, d.readKeys[i%len(d.readKeys)])
+		st, body, err := cl.do("POST", "/v1/requests", h.ref.Create, hdr...)
+		if err != nil {
+			return err
+		}
+		if st != 202 {
+			return fmt.Errorf("create answered %d: %s", st, truncate(string(body), 300))
+		}
+		var r struct {
+			ID        string `json:"id"`
+			PollToken string `json:"poll_token"`
+		}
+		if err := json.Unmarshal(body, &r); err != nil || r.ID == "" {
+			return fmt.Errorf("create answer without id: %s", truncate(string(body), 300))
+		}
+		ids[i], tokens[i] = r.ID, r.PollToken
+		st, body, err = cl.do("POST", "/v1/requests/"+r.ID+"/processing", h.ref.Processing, hdr...)
+		if err != nil {
+			return err
+		}
+		if st != 200 {
+			return fmt.Errorf("processing answered %d: %s", st, truncate(string(body), 300))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// A random order, so that consecutive polls hit unrelated records.
+	perm := rand.Perm(n)
+	d.ids, d.tokens = make([]string, n), make([]string, n)
+	for i, j := range perm {
+		d.ids[i], d.tokens[i] = ids[j], tokens[j]
+	}
+	return nil
+}
+
+// waitQuiet waits, up to cfg.QuietWait, until processes other than ours leave the
+// machine nearly idle: on a shared machine, a round then starts between other
+// people's bursts rather than inside one.
+func (h *harness) waitQuiet(ctx context.Context) {
+	if h.cfg.QuietWait <= 0 {
+		return
+	}
+	ours := func() float64 {
+		t := selfCPUSeconds()
+		for _, p := range append([]*proc{h.redis.proc}, h.procs()...) {
+			c, _ := cpuSeconds(p.pid())
+			t += c
+		}
+		return t
+	}
+	deadline := time.Now().Add(h.cfg.QuietWait)
+	for ctx.Err() == nil {
+		m0, _ := machineBusySeconds()
+		o0, t0 := ours(), time.Now()
+		time.Sleep(500 * time.Millisecond)
+		m1, _ := machineBusySeconds()
+		share := (m1 - m0 - (ours() - o0)) / (time.Since(t0).Seconds() * float64(runtime.NumCPU()))
+		if share < 0.10 {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.logf("  the machine stayed busy (other processes at %.0f%% of its CPU); going on", 100*share)
+			return
+		}
+	}
+}
+
+func (h *harness) procs() []*proc {
+	ps := make([]*proc, len(h.all))
+	for i, s := range h.all {
+		ps[i] = s.p
+	}
+	return ps
+}
+
+// checkQuiet flags a run during which other processes took a noticeable share
+// of the machine: the alternation A B A B spreads such noise over both servers
+// only roughly, and the CPU per answer then understates the contention.
+func (h *harness) checkQuiet() {
+	var worst float64
+	var where string
+	for _, r := range h.report.Rows {
+		if r.Ran() && r.Foreign() > worst {
+			worst, where = r.Foreign(), r.Scenario+" on "+r.Server
+		}
+	}
+	if worst > 0.10 {
+		h.report.Warnings = append(h.report.Warnings, fmt.Sprintf("other processes used up to %.0f%% of the machine's CPU "+
+			"during the measuring windows (%s): the figures are disturbed; run again on a quiet machine", 100*worst, where))
+	}
+}
+
+// checkLogs reports what the servers' logs say that a benchmark must not hide.
+func (h *harness) checkLogs() {
+	for _, s := range h.all {
+		for needle, line := range s.p.logHas("DATA RACE", "panic") {
+			h.report.Problems = append(h.report.Problems, fmt.Sprintf("%s: its log says %q: %s", s.name, needle, line))
+		}
+	}
+}
