@@ -139,9 +139,20 @@ func compactObject(raw json.RawMessage) (json.RawMessage, bool) {
 	return buf.Bytes(), true
 }
 
-// intValue reads a json.Number that must be a whole number in [lo, hi].
-func intValue(n json.Number, lo, hi int64) (int64, bool) {
-	i, err := n.Int64()
+// present reports whether an optional member was given a value (null is absence).
+func present(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) > 0 && string(t) != "null"
+}
+
+// intValue reads a JSON number (not a string holding one, which encoding/json
+// would let into a json.Number) that must be a whole number in [lo, hi].
+func intValue(raw json.RawMessage, lo, hi int64) (int64, bool) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || t[0] == '"' {
+		return 0, false
+	}
+	i, err := json.Number(t).Int64()
 	if err != nil || i < lo || i > hi {
 		return 0, false
 	}
@@ -157,7 +168,7 @@ func DecodeCreate(body []byte, lim Limits) (CreateInput, error) {
 	var in struct {
 		Type     *string         `json:"type"`
 		Context  json.RawMessage `json:"context"`
-		Estimate *json.Number    `json:"estimated_duration_seconds"`
+		Estimate json.RawMessage `json:"estimated_duration_seconds"`
 	}
 	if err := decodeObject(body, &in, false); err != nil {
 		return CreateInput{}, err
@@ -183,8 +194,8 @@ func DecodeCreate(body []byte, lim Limits) (CreateInput, error) {
 			out.Context = c
 		}
 	}
-	if in.Estimate != nil {
-		n, ok := intValue(*in.Estimate, 1, 86400)
+	if present(in.Estimate) {
+		n, ok := intValue(in.Estimate, 1, 86400)
 		if !ok {
 			v.add("estimated_duration_seconds", "must be an integer from 1 to 86400")
 		}
@@ -196,13 +207,13 @@ func DecodeCreate(body []byte, lim Limits) (CreateInput, error) {
 // DecodeProgress validates an optional processing body.
 func DecodeProgress(body []byte) (ProgressInput, error) {
 	var in struct {
-		Percent *json.Number `json:"percent"`
-		Message *string      `json:"message"`
+		Percent json.RawMessage `json:"percent"`
+		Message *string         `json:"message"`
 	}
 	if err := decodeObject(body, &in, true); err != nil {
 		return ProgressInput{}, err
 	}
-	if in.Percent == nil && in.Message == nil {
+	if !present(in.Percent) && in.Message == nil {
 		return ProgressInput{}, nil
 	}
 	var v validator
@@ -210,8 +221,8 @@ func DecodeProgress(body []byte) (ProgressInput, error) {
 		Percent *int64 `json:"percent,omitempty"`
 		Message string `json:"message,omitempty"`
 	}{}
-	if in.Percent != nil {
-		n, ok := intValue(*in.Percent, 0, 100)
+	if present(in.Percent) {
+		n, ok := intValue(in.Percent, 0, 100)
 		if !ok {
 			v.add("percent", "must be an integer from 0 to 100")
 		}
@@ -299,11 +310,11 @@ func prefixFields(err error, prefix string) error {
 
 func decodeLink(raw json.RawMessage) (json.RawMessage, error) {
 	var in struct {
-		URL         *string      `json:"url"`
-		ExpiresAt   *string      `json:"expires_at"`
-		Checksum    *string      `json:"checksum_sha256"`
-		SizeBytes   *json.Number `json:"size_bytes"`
-		ContentType *string      `json:"content_type"`
+		URL         *string         `json:"url"`
+		ExpiresAt   *string         `json:"expires_at"`
+		Checksum    *string         `json:"checksum_sha256"`
+		SizeBytes   json.RawMessage `json:"size_bytes"`
+		ContentType *string         `json:"content_type"`
 	}
 	if err := decodeObject(raw, &in, false); err != nil {
 		return nil, prefixFields(err, "result.")
@@ -336,8 +347,8 @@ func decodeLink(raw json.RawMessage) (json.RawMessage, error) {
 		}
 		out.Checksum = strings.ToLower(*in.Checksum)
 	}
-	if in.SizeBytes != nil {
-		n, ok := intValue(*in.SizeBytes, 0, 1<<53)
+	if present(in.SizeBytes) {
+		n, ok := intValue(in.SizeBytes, 0, 1<<53)
 		if !ok {
 			v.add("result.size_bytes", "must be a non-negative integer")
 		}

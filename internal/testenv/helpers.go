@@ -1,0 +1,50 @@
+package testenv
+
+import (
+	"bytes"
+	"sync"
+	"time"
+)
+
+// Buffer is a bytes.Buffer safe for concurrent writers and readers: a log or
+// stdout destination that a test reads while the program still writes.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *Buffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String is everything written so far.
+func (s *Buffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Clock is a settable clock for code that takes a func() time.Time.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock starts a clock at t.
+func NewClock(t time.Time) *Clock { return &Clock{t: t} }
+
+// Now is the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Add moves the clock by d (backwards when d < 0).
+func (c *Clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
