@@ -2,11 +2,16 @@ package httpapi_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/asyncstatus/asyncstatus/internal/auth"
+	httpapi "github.com/asyncstatus/asyncstatus/internal/http"
+	"github.com/asyncstatus/asyncstatus/internal/store"
 )
 
 // counter is a go-redis hook counting round trips: one per command sent alone, one
@@ -26,7 +31,6 @@ func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 		return next(ctx, cmds)
 	}
 }
-
 
 // TestOneRoundTripPerPoll: a poll, authenticated by API key (cached) or poll token,
 // with the tenant check and pacing, is exactly one Redis round trip; so is an early
@@ -58,5 +62,41 @@ func TestOneRoundTripPerPoll(t *testing.T) {
 		if got := c.n.Load() - before; got != 1 {
 			t.Fatalf("%s: %d Redis round trips, want 1", poll.name, got)
 		}
+	}
+}
+
+// TestOneRoundTripPerPollWithRateLimits: with the read limits counted by the poll
+// script, a rate-limited poll is still one round trip and carries RateLimit-*.
+func TestOneRoundTripPerPollWithRateLimits(t *testing.T) {
+	e := newEnv(t, nil)
+	st, err := store.New(e.rdb, store.Options{Now: e.clock.Now, EarlyTolerance: 0.2,
+		PollRate: &store.PollRate{CredentialLimit: 2, CredentialWindow: time.Minute, TenantLimit: 100, TenantWindow: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := &fakeLimiter{left: 100}
+	e.st = st
+	e.srv = httpapi.New(st, auth.New(st, []byte("0123456789abcdef0123456789abcdef"), time.Minute, e.clock.Now), lim,
+		httpapi.Options{PollRateInStore: true}, nil)
+	id, _ := e.mustCreate("acme-rw")
+	c := &counter{}
+	e.rdb.AddHook(c)
+	e.call("GET", "/v1/requests/"+id, "", e.as("acme-r")...) // warms the key cache
+	e.clock.Add(900 * time.Millisecond)
+	before := c.n.Load()
+	r := e.call("GET", "/v1/requests/"+id, "", e.as("acme-r")...)
+	if r.code != 200 || r.h.Get("RateLimit-Limit") != "2" || r.h.Get("RateLimit-Remaining") != "0" || r.h.Get("RateLimit-Reset") == "" {
+		t.Fatalf("poll: %d %v", r.code, r.h)
+	}
+	if got := c.n.Load() - before; got != 1 {
+		t.Fatalf("%d round trips, want 1", got)
+	}
+	r = e.call("GET", "/v1/requests/"+id, "", e.as("acme-r")...)
+	wantProblem(t, r, 429, "RATE_LIMITED")
+	if r.h.Get("Retry-After") == "" || r.h.Get("RateLimit-Remaining") != "0" {
+		t.Fatalf("refused: %v", r.h)
+	}
+	if len(lim.calls) != 1 || !strings.HasSuffix(lim.calls[0], "/write") {
+		t.Fatalf("the middleware limiter counted polls: %v", lim.calls)
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 
-
 func loadReference(tb testing.TB) (domain.CreateInput, domain.ProgressInput, domain.CompleteInput) {
 	tb.Helper()
 	var raw struct {
@@ -129,7 +128,7 @@ func BenchmarkStore(b *testing.B) {
 				// an early poll (429) is an answer too: the same read, no write
 				i := next.Add(1)
 				caller := callers[i%4]
-				if _, _, err := s.Poll(ctx, "bench", ids[(i/4)%n], caller); err != nil && domain.ErrorCode(err) != domain.PolledTooEarly {
+				if _, _, err := pollOf(s, "bench", ids[(i/4)%n], caller); err != nil && domain.ErrorCode(err) != domain.PolledTooEarly {
 					b.Error(err)
 					return
 				}

@@ -9,8 +9,17 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
 
-// decodeRecord turns a record's field/value pairs into the representation.
+// decodeRecord turns a record's field/value pairs into the representation,
+// events included. Fields it does not know, such as pacing state ("~caller"),
+// are ignored.
 func decodeRecord(id string, flat []any) (*domain.Request, error) {
+	return decodeRecordOpt(id, flat, true)
+}
+
+// decodeRecordOpt is decodeRecord that parses the events ("e") only when
+// withEvents is set: only the events route serves them, and a poll's answer
+// does not carry them (Request.Events is never marshalled).
+func decodeRecordOpt(id string, flat []any, withEvents bool) (*domain.Request, error) {
 	r := &domain.Request{ID: id}
 	var events string
 	for i := 0; i+1 < len(flat); i += 2 {
@@ -55,7 +64,9 @@ func decodeRecord(id string, flat []any) (*domain.Request, error) {
 		return nil, backend("decode request "+id, fmt.Errorf("record without status"))
 	}
 	r.Done = r.Status.Terminal()
-	r.Events = decodeEvents(events)
+	if withEvents {
+		r.Events = decodeEvents(events)
+	}
 	return r, nil
 }
 

@@ -1,29 +1,80 @@
--- poll.lua: read one request and, for a caller, pace its polling in the same round
--- trip (spec §5). Pacing state lives in the record itself as "~<caller>" = "n,at,ra",
--- so it never outlives the request and the terminal transition drops it.
+-- poll.lua: read one request and, for a caller, pace its polling and count its read
+-- rate limits, all in one round trip (spec §5). Pacing state lives in the record
+-- itself as "~<caller>" = "n,at,ra", so it never outlives the request and the
+-- terminal transition drops it.
 -- KEYS[1] record hash   KEYS[2] tenant meta hash
+-- KEYS[3] credential rate counter, KEYS[4] tenant rate counter (both optional)
 -- ARGV[1] now (unix ms)
 -- ARGV[2] caller ("" = read without pacing: events, internal reads)
 -- ARGV[3] early tolerance, e.g. "0.2"
 -- ARGV[4] default schedule, seconds: "1,2,5,10,30"
 -- ARGV[5] per-type schedules ";type=1,2,5;" or ""
--- Returns {0, retry_after, field, value, ...}  (retry_after 0: not paced, terminal)
---         {1} not found (or past retention)  | {2} tenant frozen
---         {3, seconds_left} polled too early (state unchanged)
+-- ARGV[6] credential limit  ARGV[7] credential window (ms)   (with KEYS[3])
+-- ARGV[8] tenant limit      ARGV[9] tenant window (ms)       (with KEYS[4])
+-- Every reply starts {code, rl_limit, rl_remaining, rl_reset_ms}: the binding rate
+-- limit after counting (rl_limit -1 when nothing was counted), then:
+--   0 ok: retry_after (0 when not paced: terminal), {field, value, ...}: the
+--     record's HGETALL as it is, nested and uncopied, pacing fields ("~caller")
+--     included (Go skips them) and without the HSET made here (the pacing state)
+--   1 not found (or past retention) | 2 tenant frozen
+--   3 polled too early: seconds_left (pacing state unchanged)
+--   9 rate limited (nothing else counted or read)
 local record, meta = KEYS[1], KEYS[2]
 local now, caller = ARGV[1], ARGV[2]
 
-if rcall('HGET', meta, 'fz') == '1' then return {2} end
-local flat = rcall('HGETALL', record)
-if #flat == 0 or gone(flat, now) then return {1} end
+if rcall('HGET', meta, 'fz') == '1' then return {2, -1, 0, 0} end
 
-if caller == '' or terminal(field(flat, 's')) then
-  return record_reply({0, 0}, flat)
+-- ulule/limiter's fixed window: INCRBY, PEXPIRE on the first hit. The credential is
+-- counted first; the tenant only if the credential is within its limit, so one
+-- credential ignoring Retry-After spends its own budget, not its tenant's.
+local rl = {-1, 0, 0}
+local function count(key, limit, window)
+  local n = rcall('INCRBY', key, 1)
+  local ttl = tonumber(window)
+  if n == 1 then
+    rcall('PEXPIRE', key, window)
+  else
+    ttl = rcall('PTTL', key)
+    if ttl < 0 then -- a counter that lost its TTL must not block forever
+      rcall('PEXPIRE', key, window)
+      ttl = tonumber(window)
+    end
+  end
+  return n, tonumber(limit), tonumber(now) + ttl
+end
+if KEYS[3] then
+  local c, climit, creset = count(KEYS[3], ARGV[6], ARGV[7])
+  if c > climit then return {9, climit, 0, fmt_ms(creset)} end
+  local t, tlimit, treset = count(KEYS[4], ARGV[8], ARGV[9])
+  if t > tlimit then return {9, tlimit, 0, fmt_ms(treset)} end
+  if tlimit - t < climit - c then
+    rl = {tlimit, tlimit - t, fmt_ms(treset)}
+  else
+    rl = {climit, climit - c, fmt_ms(creset)}
+  end
 end
 
+local flat = rcall('HGETALL', record)
+if #flat == 0 then return {1, rl[1], rl[2], rl[3]} end
+
+-- one pass over the reply for the fields this script needs
 local pf = '~' .. caller
+local st, ex, typ, state
+for i = 1, #flat, 2 do
+  local f = flat[i]
+  if f == 's' then st = flat[i + 1]
+  elseif f == 'ex' then ex = flat[i + 1]
+  elseif f == 't' then typ = flat[i + 1]
+  elseif f == pf then state = flat[i + 1]
+  end
+end
+if ex ~= nil and tonumber(ex) <= tonumber(now) then return {1, rl[1], rl[2], rl[3]} end
+
+if caller == '' or terminal(st) then
+  return {0, rl[1], rl[2], rl[3], 0, flat}
+end
+
 local n = 0
-local state = field(flat, pf)
 if state then
   local a, b = string.find(state, ',', 1, true)
   local c = string.find(state, ',', b + 1, true)
@@ -34,15 +85,18 @@ if state then
   if t < at + ra * 1000 * (1 - tonumber(ARGV[3])) then
     local left = math.ceil((at + ra * 1000 - t) / 1000)
     if left < 1 then left = 1 end
-    return {3, left}
+    return {3, rl[1], rl[2], rl[3], left}
   end
 end
 
+-- the n-th step of the schedule (the last one past its end)
 n = n + 1
-local steps = {}
-for s in string.gmatch(per_type(ARGV[5], field(flat, 't'), ARGV[4]), '%d+') do
-  steps[#steps + 1] = s
+local sched = ARGV[4]
+if ARGV[5] ~= '' and typ ~= nil then sched = per_type(ARGV[5], typ, sched) end
+local ra, k = nil, 0
+for s in string.gmatch(sched, '%d+') do
+  ra, k = s, k + 1
+  if k == n then break end
 end
-local ra = steps[math.min(n, #steps)]
 rcall('HSET', record, pf, n .. ',' .. now .. ',' .. ra)
-return record_reply({0, tonumber(ra)}, flat)
+return {0, rl[1], rl[2], rl[3], tonumber(ra), flat}
