@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,14 +17,7 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuffer) String() string             { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+type syncBuffer = testenv.Buffer
 
 func envOf(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
 
@@ -187,7 +178,7 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 func TestAdminCommands(t *testing.T) {
 	redisURL := "redis://" + testenv.Redis(t) + "/0"
 	env := map[string]string{"ASYNCSTATUS_REDIS_URL": redisURL, "ASYNCSTATUS_REDIS_KEY_PREFIX": testenv.Isolate(t),
-		"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET": strings.Repeat("s", 32)}
+		"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET": strings.Repeat("s", 32), "ASYNCSTATUS_WEBHOOKS_SECRET_KEY": strings.Repeat("w", 32)}
 	out, _, err := runCmd(t, env, "keys", "create", "--tenant", "acme", "--scopes", "read,write", "--name", "ci")
 	if err != nil {
 		t.Fatal(err)
@@ -255,6 +246,9 @@ func TestCommandLineErrors(t *testing.T) {
 		{[]string{"serve"}, map[string]string{"ASYNCSTATUS_LIFECYCLE_PROCESSING_TIMEOUT": "soon"}, "lifecycle.processing_timeout"},
 		{[]string{"serve"}, map[string]string{"ASYNCSTATUS_POLLING_SCHEDULE": "1s,90s"}, "polling.schedule"},
 		{[]string{"serve"}, map[string]string{"ASYNCSTATUS_REDIS_URL": "redis://127.0.0.1:1/0"}, "auth.poll_token_secret"},
+		{[]string{"serve"}, map[string]string{"ASYNCSTATUS_REDIS_URL": "redis://127.0.0.1:1/0",
+			"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET": strings.Repeat("s", 32)}, "webhooks.secret_key"},
+		{[]string{"serve"}, map[string]string{"ASYNCSTATUS_WEBHOOKS_SECRET_KEY": "short"}, "webhooks.secret_key"},
 		{[]string{"config", "check", "--config", "/nonexistent.yaml"}, nil, "nonexistent"},
 	} {
 		_, _, err := runCmd(t, c.env, c.args...)
@@ -286,7 +280,7 @@ func TestWarnsUnlessNoeviction(t *testing.T) {
 	}{{"allkeys-lru", true}, {"noeviction", false}} {
 		r := testenv.StartRedisProcess(t, "--maxmemory-policy", c.policy)
 		env := map[string]string{"ASYNCSTATUS_REDIS_URL": "redis://" + r.Addr() + "/0",
-			"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET": strings.Repeat("s", 32)}
+			"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET": strings.Repeat("s", 32), "ASYNCSTATUS_WEBHOOKS_SECRET_KEY": strings.Repeat("w", 32)}
 		addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 		env["ASYNCSTATUS_HTTP_ADDR"] = addr
 		ctx, cancel := context.WithCancel(context.Background())

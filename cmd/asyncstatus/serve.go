@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -12,27 +13,47 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/config"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	httpapi "github.com/asyncstatus/asyncstatus/internal/http"
+	"github.com/asyncstatus/asyncstatus/internal/metrics"
+	"github.com/asyncstatus/asyncstatus/internal/store"
 )
 
 func cmdServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	_, cfgPath, err := flags("serve", args, stderr, nil)
+	var logFormat string
+	_, cfgPath, err := flags("serve", args, stderr, func(fs *flag.FlagSet) {
+		fs.StringVar(&logFormat, "log-format", "", "log format, json or text (overrides log.format)")
+	})
 	if err != nil {
 		return err
+	}
+	if logFormat != "" && logFormat != "json" && logFormat != "text" {
+		return usageError{"serve: --log-format must be json or text"}
 	}
 	cfg, err := loadConfig(cfgPath, getenv)
 	if err != nil {
 		return err
 	}
+	if logFormat != "" {
+		cfg.Log.Format = logFormat
+	}
 	log := newLogger(cfg, stderr)
+	m, err := newMetrics()
+	if err != nil {
+		return err
+	}
 	secret, err := pollSecret(cfg)
 	if err != nil {
 		return err
 	}
-	b, err := openBackend(cfg)
+	sealer, err := webhookSealer(cfg)
+	if err != nil {
+		return err
+	}
+	b, err := openObservedBackend(cfg, m)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
+	m.SetEmbedded(b.embedded != nil)
 
 	authn := auth.New(b.store, secret, cfg.Auth.KeyCacheTTL, nil)
 	if b.embedded != nil {
@@ -57,7 +78,27 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return fmt.Errorf("rate limits: %w", err)
 	}
-	srv := httpapi.New(b.store, authn, limiter, httpOptions(cfg), log)
+	opts := httpOptions(cfg)
+	opts.Metrics, opts.AccessLog = m, log
+	// Webhooks (spec §10): the dispatcher runs in every replica, stops with the
+	// serve context, and is waited for before the store closes.
+	hooks, stopHooks, err := startWebhooks(ctx, cfg, b.store, sealer, log, m)
+	if err != nil {
+		return fmt.Errorf("webhooks: %w", err)
+	}
+	defer stopHooks()
+	opts.Webhooks = hooks
+	srv := httpapi.New(b.store, authn, limiter, opts, log)
+
+	// The sweeper (timeouts, retention cleanup) runs in every replica; it stops
+	// with the serve context and is waited for before the store closes.
+	sweeper := b.store.NewSweeper(store.SweeperOptions{Interval: cfg.Lifecycle.SweepInterval, Batch: cfg.Lifecycle.SweepBatch, Log: log})
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	swept := make(chan struct{})
+	go func() { defer close(swept); sweeper.Run(sweepCtx) }()
+	m.WatchSweeper(func() metrics.SweepStats { return sweepStats(sweeper.Stats()) })
+	defer func() { stopSweep(); <-swept }()
+
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTP.Addr, err)
@@ -85,5 +126,6 @@ func httpOptions(cfg config.Config) httpapi.Options {
 		ReadTimeout: cfg.HTTP.ReadTimeout, WriteTimeout: cfg.HTTP.WriteTimeout, IdleTimeout: cfg.HTTP.IdleTimeout}
 	so := storeOptions(cfg)
 	o.Schedule, o.ScheduleByType = so.Schedule, so.ScheduleByType
+	o.PollRateInStore = so.PollRate != nil
 	return o
 }

@@ -21,7 +21,7 @@ import (
 func TestPollingStorm(t *testing.T) {
 	env := map[string]string{"ASYNCSTATUS_REDIS_URL": "redis://" + testenv.Redis(t) + "/0",
 		"ASYNCSTATUS_REDIS_KEY_PREFIX": testenv.Isolate(t), "ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET": strings.Repeat("s", 32),
-		"ASYNCSTATUS_RATELIMIT_ENABLED": "true", "ASYNCSTATUS_POLLING_SCHEDULE": "1s", "ASYNCSTATUS_LOG_LEVEL": "error"}
+		"ASYNCSTATUS_RATELIMIT_ENABLED": "true", "ASYNCSTATUS_WEBHOOKS_SECRET_KEY": strings.Repeat("w", 32), "ASYNCSTATUS_POLLING_SCHEDULE": "1s", "ASYNCSTATUS_LOG_LEVEL": "error"}
 	out, _, err := runCmd(t, env, "keys", "create", "--tenant", "storm", "--scopes", "read,write")
 	if err != nil {
 		t.Fatal(err)

@@ -9,10 +9,15 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/asyncstatus/asyncstatus/internal/config"
+	"github.com/asyncstatus/asyncstatus/internal/metrics"
+	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
 	"github.com/asyncstatus/asyncstatus/internal/store"
+	"github.com/asyncstatus/asyncstatus/internal/webhook"
 )
 
 // flags parses a subcommand's flags; --config is common to all.
@@ -40,6 +45,14 @@ func loadConfig(path string, getenv func(string) string) (config.Config, error) 
 	return cfg, nil
 }
 
+// Redis client retry policy (see openRedis).
+const (
+	maxRetries      = 2
+	minRetryBackoff = 8 * time.Millisecond
+	maxRetryBackoff = 100 * time.Millisecond
+	clusterReload   = 2 * time.Second
+)
+
 // backend is the opened store and what must be closed with it.
 type backend struct {
 	store    *store.Store
@@ -57,29 +70,48 @@ func (b *backend) Close() {
 
 // openRedis makes the client that the configuration names: a single Redis by URL,
 // a cluster, a Sentinel-managed master, or the embedded store when none is set.
+//
+// Every call also carries a context deadline (redis.op_timeout, set by the store);
+// the socket timeouts below are the backstop. Failure handling (spec §11):
+//   - a few quick retries (MaxRetries, short backoffs) so that a pooled connection
+//     that died with a Redis restart costs no 503; retries stay within the deadline;
+//   - a cluster client re-reads the slot map every clusterReload (and at once when
+//     the store sees a node fail), so it follows a replica promoted by a failover;
+//     it routes every command to the slot's master (no ReadOnly, no latency
+//     routing): a replica may lag behind what was acknowledged;
+//   - with redis.wait_replicas, a write's WAIT may take wait_timeout more.
 func openRedis(cfg config.Config) (redis.UniversalClient, *store.Embedded, error) {
 	r := cfg.Redis
 	to := r.OpTimeout
+	readTO := to
+	if r.WaitReplicas > 0 {
+		readTO += r.WaitTimeout // the write, then WAIT, in one pipeline
+	}
 	switch {
 	case r.URL != "":
 		o, err := redis.ParseURL(r.URL)
 		if err != nil {
 			return nil, nil, fmt.Errorf("redis.url: %w", err)
 		}
-		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = to, to, to, to
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = to, readTO, to, to
 		o.ContextTimeoutEnabled = true
+		o.MaxRetries, o.MinRetryBackoff, o.MaxRetryBackoff = maxRetries, minRetryBackoff, maxRetryBackoff
 		if r.PoolSize > 0 {
 			o.PoolSize = r.PoolSize
 		}
 		return redis.NewClient(o), nil, nil
 	case len(r.ClusterAddrs) > 0:
 		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: r.ClusterAddrs, Password: r.Password,
-			DialTimeout: to, ReadTimeout: to, WriteTimeout: to, PoolTimeout: to, ContextTimeoutEnabled: true,
-			PoolSize: r.PoolSize}), nil, nil
+			DialTimeout: to, ReadTimeout: readTO, WriteTimeout: to, PoolTimeout: to, ContextTimeoutEnabled: true,
+			PoolSize: r.PoolSize, MinRetryBackoff: minRetryBackoff, MaxRetryBackoff: maxRetryBackoff,
+			ReadOnly: false, RouteByLatency: false, RouteRandomly: false,
+			ClusterStateReloadInterval: clusterReload}), nil, nil
 	case r.SentinelMaster != "":
 		return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: r.SentinelMaster, SentinelAddrs: r.SentinelAddrs,
-			Password: r.Password, DialTimeout: to, ReadTimeout: to, WriteTimeout: to, PoolTimeout: to,
-			ContextTimeoutEnabled: true, PoolSize: r.PoolSize}), nil, nil
+			Password: r.Password, DialTimeout: to, ReadTimeout: readTO, WriteTimeout: to, PoolTimeout: to,
+			ContextTimeoutEnabled: true, PoolSize: r.PoolSize, MaxRetries: maxRetries,
+			MinRetryBackoff: minRetryBackoff, MaxRetryBackoff: maxRetryBackoff,
+			ReplicaOnly: false, RouteByLatency: false, RouteRandomly: false}), nil, nil
 	}
 	e, err := store.NewEmbedded()
 	if err != nil {
@@ -104,6 +136,7 @@ func storeOptions(cfg config.Config) store.Options {
 		IdempotencyTTL: cfg.Idempotency.TTL,
 		Schedule:       secs(cfg.Polling.Schedule), ScheduleByType: map[string][]int{},
 		EarlyTolerance: cfg.Polling.EarlyTolerance,
+		WaitReplicas:   cfg.Redis.WaitReplicas, WaitTimeout: cfg.Redis.WaitTimeout,
 	}
 	for t, ov := range cfg.Lifecycle.ByType {
 		if ov.QueuedTimeout > 0 {
@@ -116,15 +149,36 @@ func storeOptions(cfg config.Config) store.Options {
 	for t, s := range cfg.Polling.ByType {
 		o.ScheduleByType[t] = secs(s)
 	}
+	// The poll script counts the read limits itself, in the poll's one round trip,
+	// on the limiter's own counters (the rates were validated with the config).
+	if cfg.RateLimit.Enabled {
+		cr, err1 := ratelimit.ParseRate(cfg.RateLimit.Read)
+		tr, err2 := ratelimit.ParseRate(cfg.RateLimit.Tenant)
+		if err1 == nil && err2 == nil {
+			o.PollRate = &store.PollRate{CredentialLimit: cr.Limit, CredentialWindow: cr.Period,
+				TenantLimit: tr.Limit, TenantWindow: tr.Period}
+		}
+	}
 	return o
 }
 
 func openBackend(cfg config.Config) (*backend, error) {
+	return openObservedBackend(cfg, nil)
+}
+
+// openObservedBackend is openBackend with the store reporting every script call
+// to obs (nil: to nobody).
+func openObservedBackend(cfg config.Config, obs store.ScriptObserver) (*backend, error) {
 	rdb, emb, err := openRedis(cfg)
 	if err != nil {
 		return nil, err
 	}
-	st, err := store.New(rdb, storeOptions(cfg))
+	so := storeOptions(cfg)
+	so.ScriptObserver = obs
+	if emb != nil {
+		so.WaitReplicas = 0 // the embedded store has no replicas: WAIT would refuse every write
+	}
+	st, err := store.New(rdb, so)
 	if err != nil {
 		if emb != nil {
 			emb.Close()
@@ -148,6 +202,38 @@ func pollSecret(cfg config.Config) ([]byte, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// newMetrics makes the metrics on a registry of their own, with the Go runtime
+// and process collectors, and names this build.
+func newMetrics() (*metrics.Metrics, error) {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(collectors.NewGoCollector()); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	m, err := metrics.New(reg)
+	if err != nil {
+		return nil, err
+	}
+	m.SetBuildInfo(version)
+	return m, nil
+}
+
+// sweepStats converts the sweeper's counters for the metrics package, which
+// does not import the store.
+func sweepStats(s store.SweepStats) metrics.SweepStats {
+	return metrics.SweepStats{Runs: s.Runs, Errors: s.Errors, Expired: s.Expired, Failed: s.Failed, Cleaned: s.Cleaned,
+		LastRun: s.LastRun, LastDuration: s.LastDuration, LastLag: s.LastLag}
+}
+
+// webhookStats converts the webhook dispatcher's counters for the metrics
+// package, which does not import the webhook package.
+func webhookStats(s webhook.DispatchStats) metrics.WebhookStats {
+	return metrics.WebhookStats{Attempts: s.Attempts, Delivered: s.Delivered, Retrying: s.Retrying, Failed: s.Failed,
+		Dropped: s.Dropped, StoreErrors: s.StoreErrors}
 }
 
 func newLogger(cfg config.Config, w io.Writer) *slog.Logger {

@@ -154,7 +154,9 @@ type Webhooks struct {
 	// rules on endpoint URLs, for development and tests. defaults: false.
 	AllowHTTP    bool `yaml:"allow_http"`
 	AllowPrivate bool `yaml:"allow_private"`
-	// SecretKey encrypts endpoint secrets at rest. Secret.
+	// SecretKey encrypts endpoint secrets at rest. Secret. Required (>= 32
+	// bytes) by serve when Redis is configured and webhooks are enabled; the
+	// embedded store uses a random one per process when empty.
 	SecretKey string `yaml:"secret_key"`
 }
 

@@ -201,3 +201,29 @@ type TransitionParams struct {
 	By      string // key id
 	IdemKey IdempotencyKey
 }
+
+// PollParams name a poll: who reads which request.
+type PollParams struct {
+	Tenant string
+	ID     string
+	// Caller is the pacing identity: the API key id, or "t" for the request's poll token.
+	Caller string
+	// Credential names the rate-limit counter: the API key id, or "pt:<id>".
+	Credential string
+}
+
+// RateInfo is the state of the binding rate limit after a call was counted.
+type RateInfo struct {
+	Allowed   bool
+	Limit     int64
+	Remaining int64
+	Reset     time.Time
+}
+
+// PollResult is a poll's answer. Rate is set whenever the call was counted against
+// the rate limits, also when the poll answers an error.
+type PollResult struct {
+	Request    *Request
+	RetryAfter int // seconds; 0 for terminal requests
+	Rate       *RateInfo
+}

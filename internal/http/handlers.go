@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -21,17 +23,31 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"status": "ready"})
 }
 
-// writeRequest answers with a representation, its ETag and no caching.
+// writeRequest answers with a representation, its ETag and no caching. The
+// body is what encoding/json makes of r (domain.Request.AppendJSON, without
+// reflection), built in a pooled buffer and copied into the response.
 func (s *Server) writeRequest(c *fiber.Ctx, status int, r *domain.Request) error {
-	body, err := s.json.Marshal(r)
+	bp := requestBufs.Get().(*[]byte)
+	defer requestBufs.Put(bp)
+	body, err := r.AppendJSON((*bp)[:0])
 	if err != nil {
 		return err
+	}
+	if cap(body) <= maxPooledBuf {
+		*bp = body
 	}
 	c.Set(fiber.HeaderETag, etag(r.Version))
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-	return c.Status(status).Send(body)
+	c.Status(status).Response().SetBody(body) // copies: the buffer goes back to the pool
+	return nil
 }
+
+// requestBufs holds the buffers writeRequest encodes into; one larger than
+// maxPooledBuf (a request near the body limit) is left to the GC.
+var requestBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+
+const maxPooledBuf = 64 << 10
 
 func etag(version int64) string { return `"` + strconv.FormatInt(version, 10) + `"` }
 
@@ -100,16 +116,23 @@ func (s *Server) create(c *fiber.Ctx) error {
 
 func (s *Server) poll(c *fiber.Ctx) error {
 	p := principal(c)
-	caller := p.KeyID
-	if caller == "" {
-		caller = "t"
+	pp := domain.PollParams{Tenant: p.Tenant, ID: c.Params("id"), Caller: p.KeyID, Credential: p.KeyID}
+	if p.KeyID == "" { // a poll token: one caller per request
+		pp.Caller, pp.Credential = "t", "pt:"+p.PollTokenFor
 	}
-	r, ra, err := s.reqs.Poll(c.UserContext(), p.Tenant, c.Params("id"), caller)
+	if !s.opts.PollRateInStore {
+		pp.Credential = "" // counted by the middleware's limiter instead
+	}
+	res, err := s.reqs.Poll(c.UserContext(), pp)
+	if res.Rate != nil {
+		setRateHeaders(c, res.Rate)
+	}
 	if err != nil {
 		return err
 	}
-	if ra > 0 {
-		retryAfter(c, ra)
+	r := res.Request
+	if res.RetryAfter > 0 {
+		retryAfter(c, res.RetryAfter)
 	}
 	if match := c.Get(fiber.HeaderIfNoneMatch); match != "" && etagMatches(match, r.Version) {
 		c.Set(fiber.HeaderETag, etag(r.Version))
@@ -117,6 +140,14 @@ func (s *Server) poll(c *fiber.Ctx) error {
 		return c.SendStatus(fiber.StatusNotModified)
 	}
 	return s.writeRequest(c, fiber.StatusOK, r)
+}
+
+// setRateHeaders writes the RateLimit-* headers of a limit counted by the store.
+func setRateHeaders(c *fiber.Ctx, r *domain.RateInfo) {
+	reset := max(int64((time.Until(r.Reset)+time.Second-1)/time.Second), 0)
+	c.Set("RateLimit-Limit", strconv.FormatInt(r.Limit, 10))
+	c.Set("RateLimit-Remaining", strconv.FormatInt(max(r.Remaining, 0), 10))
+	c.Set("RateLimit-Reset", strconv.FormatInt(reset, 10))
 }
 
 // etagMatches implements If-None-Match's weak comparison over a list, and "*".

@@ -67,6 +67,19 @@ func principal(c *fiber.Ctx) domain.Principal {
 // authed authenticates the caller, checks the scope the route needs and counts the
 // call against the rate limits. pollToken lets X-Poll-Token stand in for a key.
 func (s *Server) authed(need domain.Scopes, pollToken bool) fiber.Handler {
+	return s.authenticate(need, pollToken, s.limit)
+}
+
+// authedPoll is authed for the poll route, whose rate limits the store may count
+// inside the poll's own round trip.
+func (s *Server) authedPoll() fiber.Handler {
+	if s.opts.PollRateInStore {
+		return s.authenticate(domain.ScopeRead, true, nil)
+	}
+	return s.authed(domain.ScopeRead, true)
+}
+
+func (s *Server) authenticate(need domain.Scopes, pollToken bool, limit RateLimiter) fiber.Handler {
 	scope := need.String()
 	return func(c *fiber.Ctx) error {
 		var p domain.Principal
@@ -92,12 +105,12 @@ func (s *Server) authed(need domain.Scopes, pollToken bool) fiber.Handler {
 			return domain.Errorf(domain.Forbidden, "This key lacks the %s scope.", scope)
 		}
 		c.Locals(localPrincipal, p)
-		if s.limit != nil {
+		if limit != nil {
 			cred := p.KeyID
 			if cred == "" {
 				cred = "pt:" + p.PollTokenFor
 			}
-			d := s.limit.Allow(c.UserContext(), p.Tenant, cred, scope)
+			d := limit.Allow(c.UserContext(), p.Tenant, cred, scope)
 			for k, v := range d.Headers {
 				c.Set(k, v)
 			}

@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,23 +25,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer struct{ testenv.Buffer }
 
 // lines decodes the JSON log lines written so far.
 func (s *syncBuffer) lines(t *testing.T) []map[string]any {
@@ -385,7 +367,7 @@ func benchPolls(b *testing.B, srv *httpapi.Server, key, id string, clk *clock) {
 }
 
 func benchStore(b *testing.B, rdb redis.UniversalClient, ob observation) {
-	clk := &clock{t: time.Now().UTC()}
+	clk := testenv.NewClock(time.Now().UTC())
 	o := store.Options{Now: clk.Now, Prefix: testenv.Isolate(b), QueuedTimeout: 1000 * time.Hour}
 	m, _ := metrics.New(prometheus.NewRegistry())
 	if ob.metrics {

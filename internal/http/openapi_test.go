@@ -27,6 +27,7 @@ import (
 	httpapi "github.com/asyncstatus/asyncstatus/internal/http"
 	"github.com/asyncstatus/asyncstatus/internal/metrics"
 	"github.com/asyncstatus/asyncstatus/internal/store"
+	"github.com/asyncstatus/asyncstatus/internal/webhook"
 )
 
 // contract checks exchanges against the OpenAPI document and remembers which
@@ -141,17 +142,93 @@ func (k *contract) check(t *testing.T, e *env, x exchange) resp {
 	return r
 }
 
-// observed is an env whose server has metrics and an access log, so that the
-// contract also covers answers that pass through the observe middleware.
+// observed is an env whose server has metrics, an access log and the webhook
+// routes, so that the contract also covers answers that pass through the
+// observe middleware and every /v1/webhooks operation.
 func observed(t *testing.T) *env {
-	return newEnv(t, func(o *httpapi.Options) {
+	late := &lateEndpoints{}
+	e := newEnv(t, func(o *httpapi.Options) {
 		m, err := metrics.New(prometheus.NewRegistry())
 		if err != nil {
 			t.Fatal(err)
 		}
 		o.Metrics = m
 		o.AccessLog = slog.New(slog.NewJSONHandler(io.Discard, nil))
+		o.Webhooks = contractWebhooks(t, late)
 	})
+	late.Endpoints = e.st
+	return e
+}
+
+// contractGuard allows http and private addresses (webhooks.allow_http and
+// webhooks.allow_private): the contract test's receivers are httptest servers
+// on loopback.
+var contractGuard = &webhook.Guard{AllowHTTP: true, AllowPrivate: true}
+
+func contractSealer(t *testing.T) *webhook.Sealer {
+	t.Helper()
+	sealer, err := webhook.NewSealer([]byte("contract-test-webhook-key-0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sealer
+}
+
+func contractWebhooks(t *testing.T, st webhook.Endpoints) httpapi.Webhooks {
+	return webhook.NewService(st, contractGuard, contractSealer(t), nil)
+}
+
+// startContractDispatcher delivers e's webhook messages until the test ends. It
+// runs on the real clock (its registry walks are paced by it); the first retry
+// is an hour away, so a failed attempt stays "retrying".
+func startContractDispatcher(t *testing.T, e *env) {
+	t.Helper()
+	d, err := webhook.NewDispatcher(e.st, webhook.DispatcherOptions{Timeout: 2 * time.Second,
+		RetrySchedule: []time.Duration{time.Hour}, Guard: contractGuard, Sealer: contractSealer(t),
+		PollInterval: 20 * time.Millisecond, RegistryInterval: 20 * time.Millisecond,
+		Log: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.st.OnOutbox(d.Nudge)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); d.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; e.st.OnOutbox(nil) })
+}
+
+// receiver is a webhook receiver answering status to every message.
+func receiver(t *testing.T, status int) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// waitDeliveries polls endpoint id's deliveries until one has state.
+func waitDeliveries(t *testing.T, e *env, admin []string, id, state string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := e.call("GET", "/v1/webhooks/"+id+"/deliveries", "", admin...)
+		var l struct {
+			Items []struct {
+				State string `json:"state"`
+			} `json:"items"`
+		}
+		_ = json.Unmarshal(r.body, &l)
+		for _, it := range l.Items {
+			if it.State == state {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s delivery for %s: %d %s", state, id, r.code, r.body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func hasRoute(e *env, method, path string) bool {
@@ -324,6 +401,9 @@ func TestOpenAPIContract(t *testing.T) {
 		k.check(t, e, exchange{name: "list write-only key", method: "GET", path: "/v1/requests", hdr: w, want: 403, code: "FORBIDDEN"})
 	}
 
+	// webhooks (spec §10)
+	wid := contractWebhookRoutes(t, k, e, rw, admin)
+
 	// delete
 	k.check(t, e, exchange{name: "delete no credential", method: "DELETE", path: p, want: 401, code: "UNAUTHENTICATED", invalid: true})
 	k.check(t, e, exchange{name: "delete rw key", method: "DELETE", path: p, hdr: rw, want: 403, code: "FORBIDDEN"})
@@ -346,6 +426,10 @@ func TestOpenAPIContract(t *testing.T) {
 		k.check(t, e, exchange{name: "list frozen", method: "GET", path: "/v1/requests", hdr: r, want: 403, code: "TENANT_FROZEN"})
 	}
 	k.check(t, e, exchange{name: "complete frozen", method: "POST", path: lp + "/complete", body: bodies["complete"], hdr: w, want: 200})
+	k.check(t, e, exchange{name: "register webhook frozen", method: "POST", path: "/v1/webhooks", body: `{"url":"https://partner.example/h"}`,
+		hdr: admin, want: 403, code: "TENANT_FROZEN"})
+	k.check(t, e, exchange{name: "list webhooks frozen", method: "GET", path: "/v1/webhooks", hdr: admin, want: 403, code: "TENANT_FROZEN"})
+	k.check(t, e, exchange{name: "get webhook frozen", method: "GET", path: "/v1/webhooks/" + wid, hdr: admin, want: 403, code: "TENANT_FROZEN"})
 	if err := e.st.SetFrozen(context.Background(), "acme", false); err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +437,7 @@ func TestOpenAPIContract(t *testing.T) {
 	// rate limited: every authenticated route
 	rl := &env{t: t, st: e.st, m: e.m, rdb: e.rdb, clock: e.clock, keys: e.keys,
 		srv: httpapi.New(e.st, auth.New(e.st, []byte("0123456789abcdef0123456789abcdef"), time.Second, e.clock.Now), &fakeLimiter{left: 0},
-			httpapi.Options{BodyLimitBytes: 64 << 10}, nil)}
+			httpapi.Options{BodyLimitBytes: 64 << 10, Webhooks: contractWebhooks(t, e.st)}, nil)}
 	for _, x := range authedExchanges(live, liveTok, listed, rw, admin) {
 		x.name += " rate limited"
 		x.want, x.code = 429, "RATE_LIMITED"
@@ -390,7 +474,7 @@ func downEnv(t *testing.T, e *env) *env {
 	}
 	return &env{t: e.t, st: st, m: e.m, rdb: rdb, clock: e.clock, keys: e.keys,
 		srv: httpapi.New(st, auth.New(st, []byte("0123456789abcdef0123456789abcdef"), time.Second, e.clock.Now), nil,
-			httpapi.Options{BodyLimitBytes: 64 << 10}, nil)}
+			httpapi.Options{BodyLimitBytes: 64 << 10, Webhooks: contractWebhooks(t, st)}, nil)}
 }
 
 // authedExchanges is one valid call of every authenticated operation.
@@ -406,6 +490,11 @@ func authedExchanges(id, tok string, listed bool, rw, admin []string) []exchange
 		{name: "fail", method: "POST", path: p + "/fail", body: `{"code":"ERR_X"}`, hdr: rw},
 		{name: "cancel", method: "POST", path: p + "/cancel", hdr: rw},
 		{name: "delete", method: "DELETE", path: p, hdr: admin},
+		{name: "register webhook", method: "POST", path: "/v1/webhooks", body: `{"url":"https://partner.example/h"}`, hdr: admin},
+		{name: "list webhooks", method: "GET", path: "/v1/webhooks", hdr: admin},
+		{name: "get webhook", method: "GET", path: "/v1/webhooks/" + unknownWebhook, hdr: admin},
+		{name: "delete webhook", method: "DELETE", path: "/v1/webhooks/" + unknownWebhook, hdr: admin},
+		{name: "webhook deliveries", method: "GET", path: "/v1/webhooks/" + unknownWebhook + "/deliveries", hdr: admin},
 	}
 	if listed {
 		x = append(x, exchange{name: "list", method: "GET", path: "/v1/requests", hdr: rw})
@@ -476,9 +565,11 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 			t.Errorf("%s is in openapi.json but not served", op)
 		}
 	}
-	for path := range k.doc.Paths.Map() {
-		if strings.HasPrefix(path, "/v1/webhooks") {
-			t.Errorf("%s: webhook routes are not served yet; describe them when they are", path)
+	// The webhook routes (served with webhooks.enabled, as observed's server is).
+	for _, op := range []string{"POST /v1/webhooks", "GET /v1/webhooks", "GET /v1/webhooks/{id}", "DELETE /v1/webhooks/{id}",
+		"GET /v1/webhooks/{id}/deliveries"} {
+		if !documented[op] || !served[op] {
+			t.Errorf("%s: documented %v, served %v", op, documented[op], served[op])
 		}
 	}
 }
@@ -537,4 +628,144 @@ func TestOpenAPIRefusesWhatServerRefuses(t *testing.T) {
 	if validate(noTag, good) == nil {
 		t.Error("an answer without ETag passes")
 	}
+
+	// A webhook endpoint read back must not carry its secret.
+	wreq := httptest.NewRequest("GET", "/v1/webhooks/"+unknownWebhook, nil)
+	wreq.Header.Set("Authorization", "Bearer x")
+	wroute, wparams, err := k.router.FindRoute(wreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	win := &openapi3filter.RequestValidationInput{Request: wreq, PathParams: wparams, Route: wroute,
+		Options: &openapi3filter.Options{AuthenticationFunc: presentCredential}}
+	endpoint := `{"id":"` + unknownWebhook + `","url":"https://partner.example/h","events":["request.failed"],"description":"",` +
+		`"created_at":"2026-11-29T10:00:00.000Z"}`
+	wvalidate := func(body string) error {
+		out := &openapi3filter.ResponseValidationInput{RequestValidationInput: win, Status: 200,
+			Header:  http.Header{"Content-Type": {"application/json"}, "Cache-Control": {"no-store"}, "X-Request-Id": {"r"}},
+			Options: &openapi3filter.Options{IncludeResponseStatus: true}}
+		out.SetBodyBytes([]byte(body))
+		return openapi3filter.ValidateResponse(context.Background(), out)
+	}
+	if err := wvalidate(endpoint); err != nil {
+		t.Fatalf("a good endpoint answer fails: %v", err)
+	}
+	if wvalidate(strings.Replace(endpoint, `"description":""`, `"description":"","secret":"whsec_`+strings.Repeat("A", 32)+`"`, 1)) == nil {
+		t.Error("an endpoint read back with its secret passes")
+	}
+}
+
+// unknownWebhook is a well-formed endpoint id nobody registered.
+const unknownWebhook = "ep_aaaaaaaaaaaaaaaaaaaaaaaa"
+
+// contractWebhookRoutes drives every /v1/webhooks operation, success and error
+// answers, with a dispatcher delivering to receivers on loopback so that the
+// deliveries listing holds every kind of attempt. It returns a live endpoint id.
+func contractWebhookRoutes(t *testing.T, k *contract, e *env, rw, admin []string) string {
+	t.Helper()
+	with := func(a []string, b ...string) []string { return append(append([]string{}, a...), b...) }
+	startContractDispatcher(t, e)
+	ok, failing := receiver(t, 204), receiver(t, 500)
+	refused := func() string { // an address nothing listens on
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return "http://" + ln.Addr().String()
+	}()
+
+	// register
+	reg := func(name, url string) string {
+		r := k.check(t, e, exchange{name: "register webhook " + name, method: "POST", path: "/v1/webhooks",
+			body: `{"url":"` + url + `/hooks","events":["request.succeeded","request.created","request.created"],"description":"contract ` + name + `"}`,
+			hdr:  admin, want: 201})
+		m := r.json(t)
+		if sec, _ := m["secret"].(string); !strings.HasPrefix(sec, "whsec_") {
+			t.Fatalf("register %s: no secret in %s", name, r.body)
+		}
+		return m["id"].(string)
+	}
+	wid, failID, refusedID := reg("ok", ok), reg("failing", failing), reg("refused", refused)
+	def := k.check(t, e, exchange{name: "register webhook default events", method: "POST", path: "/v1/webhooks",
+		body: `{"url":"https://partner.example/other"}`, hdr: admin, want: 201}).json(t)["id"].(string)
+	for _, c := range []struct{ name, body string }{
+		{"no url", `{}`}, {"empty url", `{"url":""}`}, {"unknown event", `{"url":"https://partner.example/","events":["request.updated"]}`},
+		{"no events", `{"url":"https://partner.example/","events":[]}`}, {"events not a list", `{"url":"https://partner.example/","events":"request.failed"}`},
+		{"long description", `{"url":"https://partner.example/","description":"` + strings.Repeat("d", 257) + `"}`},
+		{"secret given", `{"url":"https://partner.example/","secret":"whsec_mine"}`}, {"not an object", `[1]`}, {"not JSON", `{"url":`},
+	} {
+		k.check(t, e, exchange{name: "register webhook " + c.name, method: "POST", path: "/v1/webhooks", body: c.body, hdr: admin,
+			want: 400, code: "VALIDATION_FAILED", invalid: true})
+	}
+	// Refused by the service, not by the document: the scheme and the address.
+	k.check(t, e, exchange{name: "register webhook ftp", method: "POST", path: "/v1/webhooks", body: `{"url":"ftp://partner.example/h"}`,
+		hdr: admin, want: 400, code: "VALIDATION_FAILED"})
+	k.check(t, e, exchange{name: "register webhook credentials", method: "POST", path: "/v1/webhooks", body: `{"url":"https://u:p@partner.example/h"}`,
+		hdr: admin, want: 400, code: "VALIDATION_FAILED"})
+	k.check(t, e, exchange{name: "register webhook text/plain", method: "POST", path: "/v1/webhooks", body: `{"url":"https://partner.example/h"}`,
+		hdr: with(admin, "Content-Type", "text/plain"), want: 415, code: "UNSUPPORTED_MEDIA_TYPE", invalid: true})
+	k.check(t, e, exchange{name: "register webhook no credential", method: "POST", path: "/v1/webhooks", body: `{"url":"https://partner.example/h"}`,
+		want: 401, code: "UNAUTHENTICATED", invalid: true})
+	k.check(t, e, exchange{name: "register webhook rw key", method: "POST", path: "/v1/webhooks", body: `{"url":"https://partner.example/h"}`,
+		hdr: rw, want: 403, code: "FORBIDDEN"})
+	k.check(t, e, exchange{name: "register webhook too large", method: "POST", path: "/v1/webhooks",
+		body: `{"url":"https://partner.example/h","description":"` + strings.Repeat("d", 70<<10) + `"}`, hdr: admin,
+		want: 413, code: "PAYLOAD_TOO_LARGE", network: true, invalid: true})
+
+	// list, get
+	k.check(t, e, exchange{name: "list webhooks", method: "GET", path: "/v1/webhooks", hdr: admin, want: 200})
+	k.check(t, e, exchange{name: "list webhooks other tenant", method: "GET", path: "/v1/webhooks", hdr: e.as("globex-rw"), want: 200})
+	k.check(t, e, exchange{name: "list webhooks no credential", method: "GET", path: "/v1/webhooks", want: 401, code: "UNAUTHENTICATED", invalid: true})
+	k.check(t, e, exchange{name: "list webhooks rw key", method: "GET", path: "/v1/webhooks", hdr: rw, want: 403, code: "FORBIDDEN"})
+	k.check(t, e, exchange{name: "list webhooks oversized header", method: "GET", path: "/v1/webhooks", hdr: with(admin, bigHeader...),
+		want: 400, code: "VALIDATION_FAILED", network: true})
+	wp := "/v1/webhooks/" + wid
+	k.check(t, e, exchange{name: "get webhook", method: "GET", path: wp, hdr: admin, want: 200})
+	k.check(t, e, exchange{name: "get webhook no credential", method: "GET", path: wp, want: 401, code: "UNAUTHENTICATED", invalid: true})
+	k.check(t, e, exchange{name: "get webhook rw key", method: "GET", path: wp, hdr: rw, want: 403, code: "FORBIDDEN"})
+	k.check(t, e, exchange{name: "get webhook other tenant", method: "GET", path: wp, hdr: e.as("globex-rw"), want: 404, code: "NOT_FOUND"})
+	k.check(t, e, exchange{name: "get webhook unknown", method: "GET", path: "/v1/webhooks/" + unknownWebhook, hdr: admin, want: 404, code: "NOT_FOUND"})
+	k.check(t, e, exchange{name: "get webhook malformed id", method: "GET", path: "/v1/webhooks/nope", hdr: admin, want: 404, code: "NOT_FOUND", invalid: true})
+	k.check(t, e, exchange{name: "get webhook oversized header", method: "GET", path: wp, hdr: with(admin, bigHeader...),
+		want: 400, code: "VALIDATION_FAILED", network: true})
+
+	// deliveries: one delivered, one retrying (the receiver answered 500), one
+	// retrying without a status (nothing listens)
+	k.check(t, e, exchange{name: "webhook deliveries none yet", method: "GET", path: wp + "/deliveries", hdr: admin, want: 200})
+	created, _ := e.mustCreate("acme-rw")
+	waitDeliveries(t, e, admin, wid, "delivered")
+	waitDeliveries(t, e, admin, failID, "retrying")
+	waitDeliveries(t, e, admin, refusedID, "retrying")
+	for _, c := range []struct{ name, id string }{{"delivered", wid}, {"failing", failID}, {"refused", refusedID}} {
+		r := k.check(t, e, exchange{name: "webhook deliveries " + c.name, method: "GET", path: "/v1/webhooks/" + c.id + "/deliveries", hdr: admin, want: 200})
+		if !strings.Contains(string(r.body), created) {
+			t.Fatalf("deliveries %s do not name request %s: %s", c.name, created, r.body)
+		}
+	}
+	dp := wp + "/deliveries"
+	k.check(t, e, exchange{name: "webhook deliveries no credential", method: "GET", path: dp, want: 401, code: "UNAUTHENTICATED", invalid: true})
+	k.check(t, e, exchange{name: "webhook deliveries rw key", method: "GET", path: dp, hdr: rw, want: 403, code: "FORBIDDEN"})
+	k.check(t, e, exchange{name: "webhook deliveries other tenant", method: "GET", path: dp, hdr: e.as("globex-rw"), want: 404, code: "NOT_FOUND"})
+	k.check(t, e, exchange{name: "webhook deliveries unknown", method: "GET", path: "/v1/webhooks/" + unknownWebhook + "/deliveries", hdr: admin,
+		want: 404, code: "NOT_FOUND"})
+	k.check(t, e, exchange{name: "webhook deliveries malformed id", method: "GET", path: "/v1/webhooks/nope/deliveries", hdr: admin,
+		want: 404, code: "NOT_FOUND", invalid: true})
+	k.check(t, e, exchange{name: "webhook deliveries oversized header", method: "GET", path: dp, hdr: with(admin, bigHeader...),
+		want: 400, code: "VALIDATION_FAILED", network: true})
+
+	// delete (the endpoints that would retry go too: nothing is left pending)
+	dd := "/v1/webhooks/" + def
+	k.check(t, e, exchange{name: "delete webhook no credential", method: "DELETE", path: dd, want: 401, code: "UNAUTHENTICATED", invalid: true})
+	k.check(t, e, exchange{name: "delete webhook rw key", method: "DELETE", path: dd, hdr: rw, want: 403, code: "FORBIDDEN"})
+	k.check(t, e, exchange{name: "delete webhook other tenant", method: "DELETE", path: dd, hdr: e.as("globex-rw"), want: 404, code: "NOT_FOUND"})
+	k.check(t, e, exchange{name: "delete webhook oversized header", method: "DELETE", path: dd, hdr: with(admin, bigHeader...),
+		want: 400, code: "VALIDATION_FAILED", network: true})
+	for _, id := range []string{def, failID, refusedID} {
+		k.check(t, e, exchange{name: "delete webhook", method: "DELETE", path: "/v1/webhooks/" + id, hdr: admin, want: 204})
+	}
+	k.check(t, e, exchange{name: "delete webhook again", method: "DELETE", path: dd, hdr: admin, want: 404, code: "NOT_FOUND"})
+	k.check(t, e, exchange{name: "delete webhook malformed id", method: "DELETE", path: "/v1/webhooks/nope", hdr: admin, want: 404, code: "NOT_FOUND", invalid: true})
+	k.check(t, e, exchange{name: "get deleted webhook", method: "GET", path: dd, hdr: admin, want: 404, code: "NOT_FOUND"})
+	return wid
 }

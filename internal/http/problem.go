@@ -56,6 +56,7 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	if !ok {
 		info = codeInfo[domain.Internal]
 	}
+	s.countProblem(c, de.Code)
 	switch de.Code {
 	case domain.Internal:
 		s.log.Error("internal error", "err", err, "method", c.Method(), "path", c.Path(), "request_id", requestID(c))

@@ -6,17 +6,31 @@ import "github.com/asyncstatus/asyncstatus/internal/domain"
 func (s *Server) routes() {
 	a := s.app
 	a.Use(s.requestID)
+	if s.observing() {
+		a.Use(s.observe) // metrics and access log (observe.go)
+	}
 
 	a.Get("/healthz", s.healthz)
 	a.Get("/readyz", s.readyz)
+	a.Get("/metrics", s.metricsHandler())
+	a.Get("/openapi.json", s.openapi)
 
 	v1 := a.Group("/v1")
 	v1.Post("/requests", s.authed(domain.ScopeWrite, false), s.create)
-	v1.Get("/requests/:id", s.authed(domain.ScopeRead, true), s.poll)
+	v1.Get("/requests", s.authed(domain.ScopeRead, false), s.list) // API keys only: poll tokens cannot list
+	v1.Get("/requests/:id", s.authedPoll(), s.poll)
 	v1.Get("/requests/:id/events", s.authed(domain.ScopeRead, true), s.events)
 	v1.Post("/requests/:id/processing", s.authed(domain.ScopeWrite, false), s.processing)
 	v1.Post("/requests/:id/complete", s.authed(domain.ScopeWrite, false), s.complete)
 	v1.Post("/requests/:id/fail", s.authed(domain.ScopeWrite, false), s.fail)
 	v1.Post("/requests/:id/cancel", s.authed(domain.ScopeWrite, false), s.cancel)
 	v1.Delete("/requests/:id", s.authed(domain.ScopeAdmin, false), s.remove)
+
+	if s.opts.Webhooks != nil { // webhooks.enabled (spec §10; webhooks.go)
+		v1.Post("/webhooks", s.authed(domain.ScopeAdmin, false), s.registerWebhook)
+		v1.Get("/webhooks", s.authed(domain.ScopeAdmin, false), s.listWebhooks)
+		v1.Get("/webhooks/:id", s.authed(domain.ScopeAdmin, false), s.getWebhook)
+		v1.Delete("/webhooks/:id", s.authed(domain.ScopeAdmin, false), s.deleteWebhook)
+		v1.Get("/webhooks/:id/deliveries", s.authed(domain.ScopeAdmin, false), s.webhookDeliveries)
+	}
 }

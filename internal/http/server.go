@@ -10,19 +10,31 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/recover"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/metrics"
 )
 
 // Requests is what the HTTP layer needs of the request store.
 type Requests interface {
 	Create(ctx context.Context, p domain.CreateParams) (*domain.Request, bool, error)
-	Poll(ctx context.Context, tenant, id, caller string) (*domain.Request, int, error)
+	Poll(ctx context.Context, p domain.PollParams) (domain.PollResult, error)
 	Events(ctx context.Context, tenant, id string) ([]domain.Event, error)
+	List(ctx context.Context, tenant string, f domain.ListFilter) (*domain.ListPage, error)
 	MarkProcessing(ctx context.Context, p domain.TransitionParams, in domain.ProgressInput) (*domain.Request, error)
 	Complete(ctx context.Context, p domain.TransitionParams, in domain.CompleteInput) (*domain.Request, error)
 	Fail(ctx context.Context, p domain.TransitionParams, in domain.FailInput) (*domain.Request, error)
 	Cancel(ctx context.Context, p domain.TransitionParams, in domain.CancelInput) (*domain.Request, error)
 	Delete(ctx context.Context, tenant, id string) error
 	Ready(ctx context.Context) error
+}
+
+// Webhooks is what the HTTP layer needs to manage webhook endpoints (spec §10).
+// Options.Webhooks nil turns the /v1/webhooks routes off (webhooks.enabled false).
+type Webhooks interface {
+	RegisterWebhook(ctx context.Context, tenant string, in domain.WebhookInput) (*domain.Webhook, error)
+	ListWebhooks(ctx context.Context, tenant string) ([]domain.Webhook, error)
+	Webhook(ctx context.Context, tenant, id string) (*domain.Webhook, error)
+	DeleteWebhook(ctx context.Context, tenant, id string) error
+	WebhookDeliveries(ctx context.Context, tenant, id string) ([]domain.WebhookDelivery, error)
 }
 
 // Authenticator checks credentials.
@@ -55,8 +67,21 @@ type Options struct {
 	// Schedule and ScheduleByType (whole seconds) bound the create answer's Retry-After.
 	Schedule       []int
 	ScheduleByType map[string][]int
+	// PollRateInStore: the store counts the read rate limits inside the poll's own
+	// round trip, so the poll route does not call the RateLimiter.
+	PollRateInStore bool
 	// ReadTimeout, WriteTimeout, IdleTimeout of connections.
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// Metrics receives request, transition and refusal counts, and its registry is
+	// served at /metrics. default: nil, nothing is counted and /metrics is empty.
+	Metrics *metrics.Metrics
+	// Webhooks manages webhook endpoints; nil: the /v1/webhooks routes are not
+	// served. default: nil.
+	Webhooks Webhooks
+	// AccessLog receives one line per request (method, route, status, duration,
+	// request id, tenant, key id). default: nil, no access log; the error handler
+	// still logs internal errors to the server's logger.
+	AccessLog *slog.Logger
 }
 
 // Server is the HTTP API.
@@ -68,6 +93,7 @@ type Server struct {
 	opts  Options
 	log   *slog.Logger
 	json  jsonCodec
+	obs   observer
 }
 
 type jsonCodec struct{}

@@ -69,6 +69,19 @@ type SweepStats struct {
 	LastLag      time.Duration
 }
 
+// WebhookStats is what the webhook dispatcher reports, read at every scrape. It
+// mirrors the dispatcher's own counters (webhook.DispatchStats) so that this
+// package need not import the webhook package.
+type WebhookStats struct {
+	// Attempts made; of them Delivered (2xx), Retrying (failed, another attempt
+	// is scheduled) and Failed (failed after the last step of the schedule).
+	Attempts, Delivered, Retrying, Failed int64
+	// Dropped counts messages whose endpoint was deleted before delivery.
+	Dropped int64
+	// StoreErrors counts failed store calls of the dispatcher (Redis away).
+	StoreErrors int64
+}
+
 // Metrics is the set of asyncstatus collectors on one registry.
 type Metrics struct {
 	reg *prometheus.Registry
@@ -83,7 +96,8 @@ type Metrics struct {
 	buildInfo   *prometheus.GaugeVec
 
 	mu    sync.Mutex
-	sweep func() SweepStats // nil until WatchSweeper
+	sweep func() SweepStats   // nil until WatchSweeper
+	hooks func() WebhookStats // nil until WatchWebhooks
 
 	// The children of the request and script metrics, looked up once per label
 	// set: WithLabelValues hashes and validates every value on every call, which
@@ -144,7 +158,7 @@ func New(reg *prometheus.Registry) (*Metrics, error) {
 		Help: "Always 1; the labels name the running build.",
 	}, []string{"version", "goversion"})
 	for _, c := range []prometheus.Collector{m.requests, m.duration, &transitionCollector{m}, m.throttled,
-		m.unavailable, m.scripts, m.embedded, m.buildInfo, &sweeperCollector{m}} {
+		m.unavailable, m.scripts, m.embedded, m.buildInfo, &sweeperCollector{m}, &webhookCollector{m}} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: register: %w", err)
 		}
@@ -343,4 +357,65 @@ func (c *sweeperCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(sweepLag, prometheus.GaugeValue, s.LastLag.Seconds())
 	ch <- prometheus.MustNewConstMetric(sweepLastRun, prometheus.GaugeValue, last)
 	ch <- prometheus.MustNewConstMetric(sweepLastDuration, prometheus.GaugeValue, s.LastDuration.Seconds())
+}
+
+// WatchWebhooks makes every scrape read stats: the webhook_* metrics. Calling
+// it again replaces the source; nil stops them.
+func (m *Metrics) WatchWebhooks(stats func() WebhookStats) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	m.hooks = stats
+	m.mu.Unlock()
+}
+
+func (m *Metrics) webhookStats() (WebhookStats, bool) {
+	m.mu.Lock()
+	f := m.hooks
+	m.mu.Unlock()
+	if f == nil {
+		return WebhookStats{}, false
+	}
+	return f(), true
+}
+
+// Results of a webhook delivery attempt (the result label of
+// asyncstatus_webhook_attempts_total).
+const (
+	WebhookDelivered = "delivered" // 2xx within webhooks.timeout
+	WebhookRetrying  = "retrying"  // failed; another attempt is scheduled
+	WebhookFailed    = "failed"    // failed after the last step: the message is given up
+)
+
+// webhookCollector serves the webhook_* metrics from the watched stats. The
+// labels are fixed sets: no tenants, endpoints or message ids.
+type webhookCollector struct{ m *Metrics }
+
+var (
+	hookAttempts = prometheus.NewDesc(namespace+"_webhook_attempts_total",
+		"Webhook delivery attempts of this process by result: delivered (2xx), retrying (failed, retry scheduled), failed (failed after the last retry step).",
+		[]string{"result"}, nil)
+	hookDropped = prometheus.NewDesc(namespace+"_webhook_dropped_total",
+		"Webhook messages dropped because their endpoint was deleted.", nil, nil)
+	hookErrors = prometheus.NewDesc(namespace+"_webhook_store_errors_total",
+		"Failed store calls of the webhook dispatcher (Redis down or slow).", nil, nil)
+)
+
+func (c *webhookCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{hookAttempts, hookDropped, hookErrors} {
+		ch <- d
+	}
+}
+
+func (c *webhookCollector) Collect(ch chan<- prometheus.Metric) {
+	s, ok := c.m.webhookStats()
+	if !ok {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(hookAttempts, prometheus.CounterValue, float64(s.Delivered), WebhookDelivered)
+	ch <- prometheus.MustNewConstMetric(hookAttempts, prometheus.CounterValue, float64(s.Retrying), WebhookRetrying)
+	ch <- prometheus.MustNewConstMetric(hookAttempts, prometheus.CounterValue, float64(s.Failed), WebhookFailed)
+	ch <- prometheus.MustNewConstMetric(hookDropped, prometheus.CounterValue, float64(s.Dropped))
+	ch <- prometheus.MustNewConstMetric(hookErrors, prometheus.CounterValue, float64(s.StoreErrors))
 }

@@ -112,6 +112,9 @@ asyncstatus_http_backend_unavailable_total 1
 	if strings.Contains(out, "sweep_expire") || strings.Contains(out, "asyncstatus_sweeper_") {
 		t.Fatal("sweeper series before a sweeper is watched")
 	}
+	if strings.Contains(out, "asyncstatus_webhook_") {
+		t.Fatal("webhook series before a dispatcher is watched")
+	}
 }
 
 func TestSweeper(t *testing.T) {
@@ -213,5 +216,55 @@ func BenchmarkObserveScript(b *testing.B) {
 	b.ReportAllocs()
 	for range b.N {
 		m.ObserveScript("poll", 700*time.Microsecond, nil)
+	}
+}
+
+func TestWebhooks(t *testing.T) {
+	m, reg := mustNew(t)
+	var n int64
+	m.WatchWebhooks(func() metrics.WebhookStats {
+		n++ // read at every scrape
+		return metrics.WebhookStats{Attempts: 9 + n, Delivered: 5 + n, Retrying: 3, Failed: 1, Dropped: 2, StoreErrors: 4}
+	})
+	want := `
+# HELP asyncstatus_webhook_attempts_total Webhook delivery attempts of this process by result: delivered (2xx), retrying (failed, retry scheduled), failed (failed after the last retry step).
+# TYPE asyncstatus_webhook_attempts_total counter
+asyncstatus_webhook_attempts_total{result="delivered"} 6
+asyncstatus_webhook_attempts_total{result="failed"} 1
+asyncstatus_webhook_attempts_total{result="retrying"} 3
+# HELP asyncstatus_webhook_dropped_total Webhook messages dropped because their endpoint was deleted.
+# TYPE asyncstatus_webhook_dropped_total counter
+asyncstatus_webhook_dropped_total 2
+# HELP asyncstatus_webhook_store_errors_total Failed store calls of the webhook dispatcher (Redis down or slow).
+# TYPE asyncstatus_webhook_store_errors_total counter
+asyncstatus_webhook_store_errors_total 4
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "asyncstatus_webhook_attempts_total",
+		"asyncstatus_webhook_dropped_total", "asyncstatus_webhook_store_errors_total"); err != nil {
+		t.Fatal(err)
+	}
+	if out := scrape(t, m); !strings.Contains(out, `asyncstatus_webhook_attempts_total{result="delivered"} 7`) {
+		t.Fatalf("stats not read again at the second scrape:\n%s", out)
+	}
+	// Bounded cardinality: only the fixed result label, whatever the stats say.
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if !strings.HasPrefix(mf.GetName(), "asyncstatus_webhook_") {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() != "result" {
+					t.Fatalf("%s has label %s", mf.GetName(), l.GetName())
+				}
+			}
+		}
+	}
+	m.WatchWebhooks(nil)
+	if out := scrape(t, m); strings.Contains(out, "asyncstatus_webhook_") {
+		t.Fatal("webhook series after the source was removed")
 	}
 }

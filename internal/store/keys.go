@@ -47,6 +47,15 @@ func (k keys) idempotency(tenant, digest string) string {
 // tenantKeys: set of the API key ids of a tenant.
 func (k keys) tenantKeys(tenant string) string { return k.prefix + ":{" + tenant + "}:keys" }
 
+// rateCredential and rateTenant: rate-limit counters (string, TTL = the window),
+// shared by internal/ratelimit (ulule/limiter, which names them
+// "<prefix>:" + "{T}:rl:<scope>:<credential>") and the poll script.
+func (k keys) rateCredential(tenant, scope, credential string) string {
+	return k.prefix + ":{" + tenant + "}:rl:" + scope + ":" + credential
+}
+
+func (k keys) rateTenant(tenant string) string { return k.prefix + ":{" + tenant + "}:rl:tenant" }
+
 // apiKey: hash describing one API key (t tenant, s scopes, d SHA-256 digest of the
 // secret, n name, c created ms). Not under a tenant tag: it is looked up before the
 // tenant is known, and no script touches it.
@@ -54,6 +63,40 @@ func (k keys) apiKey(id string) string { return k.prefix + ":key:" + id }
 
 // tenants: set of every tenant that ever created a request; the sweeper walks it.
 func (k keys) tenants() string { return k.prefix + ":tenants" }
+
+// Webhooks (spec §10, store/webhooks.go).
+
+// webhook: hash describing one endpoint (u url, ev event letters, d description,
+// ca created ms, k secret sealed with AES-GCM). No TTL.
+func (k keys) webhook(tenant, id string) string {
+	return k.prefix + ":{" + tenant + "}:wh:" + id
+}
+
+// webhookFilter: hash endpoint id -> event letters ("q" created, "p" processing,
+// "sfce" terminal). create.lua and transition.lua read it to know which
+// endpoints get a message; empty for most tenants. No TTL.
+func (k keys) webhookFilter(tenant string) string { return k.prefix + ":{" + tenant + "}:whm" }
+
+// outbox: stream of webhook messages, one entry per (message, endpoint), written
+// by the same script as the transition; consumer group "dispatch". Entries are
+// deleted once delivered or finally failed; XADD MAXLEN ~ bounds it as a guard.
+func (k keys) outbox(tenant string) string { return k.prefix + ":{" + tenant + "}:ob" }
+
+// webhookRetries: zset of "<outbox entry id>|<attempts made>" waiting for their
+// next attempt, score = when it is due (unix ms); while a replica sends it, the
+// score is its lease (now + timeout + slack).
+func (k keys) webhookRetries(tenant string) string { return k.prefix + ":{" + tenant + "}:wr" }
+
+// webhookLog: list of an endpoint's delivery attempts as JSON, newest first,
+// capped with LTRIM.
+func (k keys) webhookLog(tenant, id string) string {
+	return k.prefix + ":{" + tenant + "}:wl:" + id
+}
+
+// webhookTenants: set of tenants that have (or had) webhook endpoints; the
+// dispatchers walk it. Outside every tenant slot: written with single-key SADD
+// and SREM only, never in a script.
+func (k keys) webhookTenants() string { return k.prefix + ":webhook-tenants" }
 
 var statusCode = map[domain.Status]string{
 	domain.StatusQueued: "q", domain.StatusProcessing: "p", domain.StatusSucceeded: "s",

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -15,6 +16,9 @@ import (
 // scripts are the loaded Lua scripts, each with lib.lua prepended.
 type scripts struct {
 	create, transition, poll, remove, sweep *redis.Script
+	list, records, reapply                  *redis.Script
+	// names are the script names for observers: the file name without ".lua".
+	names map[*redis.Script]string
 }
 
 func loadScripts() (scripts, error) {
@@ -29,21 +33,23 @@ func loadScripts() (scripts, error) {
 		}
 		return redis.NewScript(string(lib) + "\n" + string(b)), nil
 	}
-	var s scripts
+	s := scripts{names: map[*redis.Script]string{}}
 	for _, x := range []struct {
 		dst  **redis.Script
 		name string
 	}{{&s.create, "create.lua"}, {&s.transition, "transition.lua"}, {&s.poll, "poll.lua"},
-		{&s.remove, "delete.lua"}, {&s.sweep, "sweep.lua"}} {
+		{&s.remove, "delete.lua"}, {&s.sweep, "sweep.lua"}, {&s.list, "list.lua"}, {&s.records, "records.lua"},
+		{&s.reapply, "reapply.lua"}} {
 		if *x.dst, err = read(x.name); err != nil {
 			return scripts{}, err
 		}
+		s.names[*x.dst] = strings.TrimSuffix(x.name, ".lua")
 	}
 	return s, nil
 }
 
 func (s scripts) all() []*redis.Script {
-	return []*redis.Script{s.create, s.transition, s.poll, s.remove, s.sweep}
+	return []*redis.Script{s.create, s.transition, s.poll, s.remove, s.sweep, s.list, s.records, s.reapply}
 }
 
 // reply is a script's flat array answer: an integer outcome code, then values.
@@ -63,26 +69,27 @@ const (
 	codeTerminal    = 6
 	codeNothingToDo = 7
 	codeRetry       = 8
+	codeRateLimited = 9
 )
 
 // run executes a script (EVALSHA, falling back to EVAL when Redis lost its script
-// cache) and decodes the outcome code.
+// cache) and decodes the outcome code. With Options.WaitReplicas > 0, the writes
+// callers are told about also wait for the replicas (durability.go).
 func (s *Store) run(ctx context.Context, sc *redis.Script, keys []string, args ...any) (reply, error) {
+	if s.waitsForReplicas(sc) {
+		return s.runReplicated(ctx, sc, keys, args...)
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
+	start := time.Now()
 	v, err := sc.Run(ctx, s.rdb, keys, args...).Result()
+	if o := s.opts.ScriptObserver; o != nil {
+		o.ObserveScript(s.sc.names[sc], time.Since(start), err)
+	}
 	if err != nil {
-		return reply{}, err
+		return reply{}, s.scriptFailed(sc, err)
 	}
-	arr, ok := v.([]any)
-	if !ok || len(arr) == 0 {
-		return reply{}, fmt.Errorf("unexpected script reply %T", v)
-	}
-	code, ok := arr[0].(int64)
-	if !ok {
-		return reply{}, fmt.Errorf("unexpected script outcome %T", arr[0])
-	}
-	return reply{code: code, rest: arr[1:]}, nil
+	return decodeReply(v)
 }
 
 // isRedisDown tells Redis being unreachable, slow or not serving from other errors.

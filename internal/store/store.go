@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -38,8 +39,35 @@ type Options struct {
 	ScheduleByType map[string][]int
 	// EarlyTolerance: polls sooner than (1 - tolerance) x Retry-After are early.
 	EarlyTolerance float64
+	// PollRate, when set, makes the poll script count the read rate limits itself,
+	// in the poll's own round trip, on the same counters as internal/ratelimit.
+	PollRate *PollRate
+	// ListScanBudget bounds the non-matching index entries one list script call may
+	// skip (a type and status filter that rarely meet); a page may then come out
+	// short, with a next cursor. default: 1000.
+	ListScanBudget int
 	// Now is the clock; default time.Now. Tests and the embedded store inject theirs.
 	Now func() time.Time
+	// ScriptObserver, when set, is told the latency and error of every Lua script
+	// call (metrics). default: nil, nothing is observed.
+	ScriptObserver ScriptObserver
+	// WaitReplicas > 0 acknowledges a create, transition or delete only after
+	// `WAIT WaitReplicas WaitTimeout` confirms that many replicas have it; otherwise
+	// the call fails with BACKEND_UNAVAILABLE saying the outcome is unknown
+	// (durability.go). Such writes may take OpTimeout + WaitTimeout. default: 0,
+	// no waiting.
+	WaitReplicas int
+	// WaitTimeout bounds that WAIT. default: 500ms.
+	WaitTimeout time.Duration
+}
+
+// ScriptObserver learns how each Lua script call went. name is the script's file
+// name without ".lua" (create, transition, poll, delete, sweep, list, records, reapply);
+// d includes the EVAL fallback when Redis had lost its script cache; err is the
+// Redis error, nil when the script answered (whatever its outcome code). It must
+// be safe for concurrent use and quick: it runs on every request's path.
+type ScriptObserver interface {
+	ObserveScript(name string, d time.Duration, err error)
 }
 
 // Store keeps requests in Redis.
@@ -54,6 +82,12 @@ type Store struct {
 
 	mu          sync.Mutex
 	knownTenant map[string]bool // tenants already added to the registry by this process
+
+	// readPath is how List reads a page's records (list.go): 0 not known yet,
+	// readPipeline or readScript.
+	readPath atomic.Int32
+
+	outboxHook outboxHook // tells an in-process webhook dispatcher about writes (webhooks.go)
 }
 
 // New returns a Store over rdb. It does not talk to Redis: a Redis that is down at
@@ -79,6 +113,12 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.ListScanBudget <= 0 {
+		o.ListScanBudget = 1000
+	}
+	if o.WaitReplicas > 0 && o.WaitTimeout <= 0 {
+		o.WaitTimeout = 500 * time.Millisecond
 	}
 	sc, err := loadScripts()
 	if err != nil {
@@ -132,7 +172,12 @@ func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
 // backend wraps a Redis failure as BACKEND_UNAVAILABLE: callers see a 503 with
 // Retry-After, never the Redis message.
 func backend(op string, err error) error {
-	return &domain.Error{Code: domain.BackendUnavailable, Message: "The status store is unavailable; retry later.",
+	msg := "The status store is unavailable; retry later."
+	var de *domain.Error
+	if errors.As(err, &de) && de.Code == domain.BackendUnavailable && de.Err != nil {
+		msg, err = de.Message, de.Err // e.g. a write whose outcome is unknown (durability.go)
+	}
+	return &domain.Error{Code: domain.BackendUnavailable, Message: msg,
 		RetryAfterSeconds: 1, Err: fmt.Errorf("%s: %w", op, err)}
 }
 
@@ -166,7 +211,7 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 		// created_at is the id's own timestamp, so that id order is creation order.
 		created := uuidTime(u)
 		keys := []string{s.k.record(p.Tenant, id), s.k.meta(p.Tenant), s.k.statusSet(p.Tenant, domain.StatusQueued),
-			s.k.typeSet(p.Tenant, in.Type), s.k.deadlines(p.Tenant)}
+			s.k.typeSet(p.Tenant, in.Type), s.k.deadlines(p.Tenant), s.k.webhookFilter(p.Tenant), s.k.outbox(p.Tenant)}
 		if p.IdemKey != "" {
 			keys = append(keys, s.idemKey(p.Tenant, "create", "", p.IdemKey))
 		}
@@ -175,13 +220,14 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 			qt = d
 		}
 		r, err := s.run(ctx, s.sc.create, keys, id, ms(created), in.Type, string(in.Context), p.CreatedBy,
-			ms(created.Add(qt)), fp, s.opts.IdempotencyTTL.Milliseconds(), stale)
+			ms(created.Add(qt)), fp, s.opts.IdempotencyTTL.Milliseconds(), stale, outboxCap)
 		if err != nil {
 			return nil, false, backend("create request", err)
 		}
 		switch r.code {
 		case codeOK:
 			s.registerTenant(ctx, p.Tenant)
+			s.outboxHook.written(p.Tenant)
 			return &domain.Request{ID: id, Type: in.Type, Status: domain.StatusQueued, Context: in.Context,
 				CreatedBy: p.CreatedBy, CreatedAt: domain.Time{Time: created}, UpdatedAt: domain.Time{Time: created}, Version: 1}, false, nil
 		case codeFrozen:
@@ -190,7 +236,8 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 			return nil, false, errIdemReused()
 		case codeReplay:
 			pid, _ := r.rest[0].(string)
-			req, _, err := s.read(ctx, p.Tenant, pid, "")
+			res, err := s.read(ctx, domain.PollParams{Tenant: p.Tenant, ID: pid})
+			req := res.Request
 			if domain.ErrorCode(err) == domain.NotFound {
 				// The request the key made is gone (deleted or past retention): the key
 				// may make a new one.
@@ -241,37 +288,92 @@ func unexpected(op string, r reply) error {
 	return backend(op, fmt.Errorf("unexpected script outcome %d", r.code))
 }
 
-// Poll reads a request for a caller and paces the caller (spec §5) in the same
-// Redis round trip. retryAfter is 0 for terminal requests.
-func (s *Store) Poll(ctx context.Context, tenant, id, caller string) (req *domain.Request, retryAfter int, err error) {
-	return s.read(ctx, tenant, id, caller)
+// PollRate is the read rate limit that the poll script counts: per credential and
+// per tenant, fixed windows, with ulule/limiter's counter semantics (INCRBY, then
+// PEXPIRE on the first hit), so that it shares its counters with the limiter.
+type PollRate struct {
+	CredentialLimit  int64
+	CredentialWindow time.Duration
+	TenantLimit      int64
+	TenantWindow     time.Duration
 }
 
-func (s *Store) read(ctx context.Context, tenant, id, caller string) (*domain.Request, int, error) {
-	if !validID(id) {
-		return nil, 0, domain.ErrNotFound()
+// Poll reads a request for a caller and paces the caller (spec §5) in the same
+// Redis round trip; with Options.PollRate it also counts the read rate limits
+// there. The result's Rate is set whenever the call was counted, also on errors.
+func (s *Store) Poll(ctx context.Context, p domain.PollParams) (domain.PollResult, error) {
+	return s.read(ctx, p)
+}
+
+// read runs poll.lua. Its reply is {code, rl_limit, rl_remaining, rl_reset_ms, ...}
+// with rl_limit -1 when nothing was counted.
+func (s *Store) read(ctx context.Context, p domain.PollParams) (domain.PollResult, error) {
+	var res domain.PollResult
+	if !validID(p.ID) {
+		return res, domain.ErrNotFound()
 	}
-	r, err := s.run(ctx, s.sc.poll, []string{s.k.record(tenant, id), s.k.meta(tenant)},
-		ms(s.now()), caller, s.tolerance, s.scheduleDefault, s.scheduleByType)
+	keys := []string{s.k.record(p.Tenant, p.ID), s.k.meta(p.Tenant)}
+	args := []any{ms(s.now()), p.Caller, s.tolerance, s.scheduleDefault, s.scheduleByType}
+	if r := s.opts.PollRate; r != nil && p.Credential != "" {
+		keys = append(keys, s.k.rateCredential(p.Tenant, "read", p.Credential), s.k.rateTenant(p.Tenant))
+		args = append(args, r.CredentialLimit, r.CredentialWindow.Milliseconds(), r.TenantLimit, r.TenantWindow.Milliseconds())
+	}
+	r, err := s.run(ctx, s.sc.poll, keys, args...)
 	if err != nil {
-		return nil, 0, backend("read request "+id, err)
+		return res, backend("read request "+p.ID, err)
 	}
+	if len(r.rest) < 3 {
+		return res, unexpected("read request", r)
+	}
+	if limit := toInt64(r.rest[0]); limit >= 0 {
+		remaining, reset := toInt64(r.rest[1]), toInt64(r.rest[2])
+		res.Rate = &domain.RateInfo{Allowed: r.code != codeRateLimited, Limit: limit, Remaining: remaining, Reset: time.UnixMilli(reset)}
+	}
+	rest := r.rest[3:]
 	switch r.code {
 	case codeOK:
-		ra, _ := r.rest[0].(int64)
-		req, err := decodeRecord(id, r.rest[1:])
-		return req, int(ra), err
+		// {retry_after, {field, value, ...}}: the record's HGETALL, nested and
+		// uncopied, pacing fields included (decodeRecord ignores them)
+		if len(rest) < 2 {
+			return res, unexpected("read request", r)
+		}
+		flat, ok := rest[1].([]any)
+		if !ok {
+			return res, unexpected("read request", r)
+		}
+		ra, _ := rest[0].(int64)
+		res.RetryAfter = int(ra)
+		// a paced poll (a caller) never serves events: only unpaced reads parse them
+		res.Request, err = decodeRecordOpt(p.ID, flat, p.Caller == "")
+		return res, err
 	case codeNotFound:
-		return nil, 0, domain.ErrNotFound()
+		return res, domain.ErrNotFound()
 	case codeFrozen:
-		return nil, 0, errFrozen()
+		return res, errFrozen()
 	case codeTooEarly:
-		left, _ := r.rest[0].(int64)
+		left, _ := rest[0].(int64)
 		e := domain.Errorf(domain.PolledTooEarly, "Polled sooner than the Retry-After it was given; wait %d s.", left)
 		e.RetryAfterSeconds = int(left)
-		return nil, 0, e
+		return res, e
+	case codeRateLimited:
+		wait := int((res.Rate.Reset.Sub(s.now()) + time.Second - 1) / time.Second)
+		e := domain.Errorf(domain.RateLimited, "Too many requests; retry after %d s.", max(wait, 1))
+		e.RetryAfterSeconds = max(wait, 1)
+		return res, e
 	}
-	return nil, 0, unexpected("read request", r)
+	return res, unexpected("read request", r)
+}
+
+// toInt64 reads a script's number, sent as an integer or as a string.
+func toInt64(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case string:
+		n, _ := strconv.ParseInt(x, 10, 64)
+		return n
+	}
+	return 0
 }
 
 // validID reports whether id is a canonical lower-case UUID, as the service makes
@@ -286,11 +388,11 @@ func validID(id string) bool {
 
 // Events lists a request's status changes, oldest first.
 func (s *Store) Events(ctx context.Context, tenant, id string) ([]domain.Event, error) {
-	req, _, err := s.read(ctx, tenant, id, "")
+	res, err := s.read(ctx, domain.PollParams{Tenant: tenant, ID: id})
 	if err != nil {
 		return nil, err
 	}
-	return req.Events, nil
+	return res.Request.Events, nil
 }
 
 // MarkProcessing moves a queued request to processing, or records a heartbeat and
@@ -354,7 +456,7 @@ func (s *Store) transition(ctx context.Context, p domain.TransitionParams, op st
 	}
 	keys := []string{s.k.record(p.Tenant, p.ID), s.k.statusSet(p.Tenant, domain.StatusQueued),
 		s.k.statusSet(p.Tenant, domain.StatusProcessing), s.k.statusSet(p.Tenant, to),
-		s.k.deadlines(p.Tenant), s.k.retention(p.Tenant)}
+		s.k.deadlines(p.Tenant), s.k.retention(p.Tenant), s.k.webhookFilter(p.Tenant), s.k.outbox(p.Tenant)}
 	fp := ""
 	if p.IdemKey != "" {
 		keys = append(keys, s.idemKey(p.Tenant, op, p.ID, p.IdemKey))
@@ -363,9 +465,12 @@ func (s *Store) transition(ctx context.Context, p domain.TransitionParams, op st
 	r, err := s.run(ctx, s.sc.transition, keys, statusCode[to], ms(s.now()), p.By, payload, resultType, guard,
 		s.opts.ProcessingTimeout.Milliseconds(), s.processingByType,
 		s.opts.Retention.Milliseconds(), s.retentionByType,
-		fp, s.opts.IdempotencyTTL.Milliseconds(), p.ID)
+		fp, s.opts.IdempotencyTTL.Milliseconds(), p.ID, outboxCap)
 	if err != nil {
 		return nil, backend(op+" request "+p.ID, err)
+	}
+	if r.code == codeOK {
+		s.outboxHook.written(p.Tenant)
 	}
 	switch r.code {
 	case codeOK, codeReplay:

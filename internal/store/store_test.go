@@ -20,18 +20,7 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
-// clock is a settable clock shared by a store under test.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+type clock = testenv.Clock
 
 // backend is one kind of Redis the suite runs against.
 type backend struct {
@@ -71,7 +60,7 @@ type fixture struct {
 func newFixture(tb testing.TB, b backend, mod func(*store.Options)) *fixture {
 	tb.Helper()
 	rdb := b.client(tb)
-	c := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
+	c := testenv.NewClock(time.Now().UTC().Truncate(time.Millisecond))
 	o := store.Options{Prefix: testenv.Isolate(tb), OpTimeout: 5 * time.Second, Retention: time.Hour,
 		Now: c.Now, Schedule: []int{1, 2, 5}, EarlyTolerance: 0.2}
 	if mod != nil {
@@ -107,11 +96,17 @@ func (f *fixture) mustCreate(tb testing.TB, tenant, typ string) *domain.Request 
 
 func (f *fixture) mustGet(tb testing.TB, tenant, id string) *domain.Request {
 	tb.Helper()
-	r, _, err := f.s.Poll(ctx, tenant, id, "")
+	r, _, err := pollOf(f.s, tenant, id, "")
 	if err != nil {
 		tb.Fatalf("get %s: %v", id, err)
 	}
 	return r
+}
+
+// pollOf polls as caller; the credential is the caller, as for an API key.
+func pollOf(s *store.Store, tenant, id, caller string) (*domain.Request, int, error) {
+	res, err := s.Poll(ctx, domain.PollParams{Tenant: tenant, ID: id, Caller: caller, Credential: caller})
+	return res.Request, res.RetryAfter, err
 }
 
 func wantCode(tb testing.TB, err error, code domain.Code) {
@@ -250,7 +245,7 @@ func TestNotVisible(t *testing.T) {
 			{"other", r.ID}, {"acme", "01936f7e-8a3c-7b51-9a56-2f3c1e0d4b7a"}, {"acme", "not-a-uuid"},
 			{"acme", strings.ToUpper(r.ID)}, {"acme", ""},
 		} {
-			_, _, err := f.s.Poll(ctx, c.tenant, c.id, "")
+			_, _, err := pollOf(f.s, c.tenant, c.id, "")
 			wantCode(t, err, domain.NotFound)
 			_, err = f.s.Complete(ctx, tp(c.tenant, c.id), domain.CompleteInput{ResultType: "answer", Result: json.RawMessage(`{}`)})
 			wantCode(t, err, domain.NotFound)
@@ -403,7 +398,7 @@ func TestFrozenTenant(t *testing.T) {
 		if err := f.s.SetFrozen(ctx, "acme", true); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err := f.s.Poll(ctx, "acme", r.ID, "key_r")
+		_, _, err := pollOf(f.s, "acme", r.ID, "key_r")
 		wantCode(t, err, domain.TenantFrozen)
 		_, _, err = f.s.Create(ctx, domain.CreateParams{Tenant: "acme", Input: domain.CreateInput{Type: "x"}})
 		wantCode(t, err, domain.TenantFrozen)
@@ -412,7 +407,7 @@ func TestFrozenTenant(t *testing.T) {
 		if _, err := f.s.Complete(ctx, tp("acme", r.ID), domain.CompleteInput{ResultType: "answer", Result: json.RawMessage(`{}`)}); err != nil {
 			t.Fatalf("transitions of a frozen tenant must be accepted: %v", err)
 		}
-		if _, _, err := f.s.Poll(ctx, "globex", r.ID, ""); domain.ErrorCode(err) != domain.NotFound {
+		if _, _, err := pollOf(f.s, "globex", r.ID, ""); domain.ErrorCode(err) != domain.NotFound {
 			t.Fatalf("other tenants unaffected: %v", err)
 		}
 		if err := f.s.SetFrozen(ctx, "acme", false); err != nil {
@@ -434,7 +429,7 @@ func TestDeleteRemovesEverything(t *testing.T) {
 		if err := f.s.Delete(ctx, "acme", r.ID); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err := f.s.Poll(ctx, "acme", r.ID, "")
+		_, _, err := pollOf(f.s, "acme", r.ID, "")
 		wantCode(t, err, domain.NotFound)
 		wantCode(t, f.s.Delete(ctx, "acme", r.ID), domain.NotFound)
 		for _, k := range []string{":ix:s:q", ":ix:s:s", ":ix:t:x", ":dl"} {
@@ -453,7 +448,7 @@ func TestPacing(t *testing.T) {
 		f := newFixture(t, b, nil)
 		r := f.mustCreate(t, "acme", "x")
 		poll := func(caller string) (int, error) {
-			_, ra, err := f.s.Poll(ctx, "acme", r.ID, caller)
+			_, ra, err := pollOf(f.s, "acme", r.ID, caller)
 			return ra, err
 		}
 		if ra, err := poll("key_a"); err != nil || ra != 1 {
@@ -571,7 +566,56 @@ func TestRetentionForever(t *testing.T) {
 			t.Fatal("per-type retention ignored")
 		}
 		f.clock.Add(time.Minute)
-		_, _, err := f.s.Poll(ctx, "acme", short.ID, "")
+		_, _, err := pollOf(f.s, "acme", short.ID, "")
 		wantCode(t, err, domain.NotFound) // past expires_at even if the TTL has not fired
+	})
+}
+
+// TestPollRateLimit: the poll script counts the read limits on the limiter's own
+// counters, credential first, the tenant only while the credential is allowed.
+func TestPollRateLimit(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		f := newFixture(t, b, func(o *store.Options) {
+			o.PollRate = &store.PollRate{CredentialLimit: 3, CredentialWindow: time.Minute, TenantLimit: 5, TenantWindow: time.Minute}
+		})
+		r := f.mustCreate(t, "acme", "x")
+		poll := func(cred string) (domain.PollResult, error) {
+			return f.s.Poll(ctx, domain.PollParams{Tenant: "acme", ID: r.ID, Credential: cred})
+		}
+		for i := range 3 {
+			res, err := poll("key_a")
+			if err != nil || res.Rate == nil || !res.Rate.Allowed || res.Rate.Limit != 3 || res.Rate.Remaining != int64(2-i) {
+				t.Fatalf("poll %d: %+v %v", i, res.Rate, err)
+			}
+		}
+		res, err := poll("key_a")
+		wantCode(t, err, domain.RateLimited)
+		if res.Rate == nil || res.Rate.Allowed || res.Rate.Remaining != 0 || res.Request != nil {
+			t.Fatalf("refused: %+v", res)
+		}
+		var de *domain.Error
+		if !asDomain(err, &de) || de.RetryAfterSeconds < 1 || de.RetryAfterSeconds > 60 {
+			t.Fatalf("Retry-After %+v", de)
+		}
+		// key_a's refused poll did not spend the tenant's budget (3 of 5 used)
+		for i := range 2 {
+			res, err := poll("key_b")
+			if err != nil || res.Rate.Limit != 5 || res.Rate.Remaining != int64(1-i) {
+				t.Fatalf("key_b poll %d: %+v %v", i, res.Rate, err)
+			}
+		}
+		_, err = poll("key_b")
+		wantCode(t, err, domain.RateLimited)
+		// the counters are the limiter's: <prefix>:{tenant}:rl:<scope>:<credential>
+		if v := f.rdb.Get(ctx, f.prefix+":{acme}:rl:read:key_a").Val(); v != "4" {
+			t.Fatalf("credential counter %q", v)
+		}
+		if ttl := f.rdb.PTTL(ctx, f.prefix+":{acme}:rl:tenant").Val(); ttl <= 0 || ttl > time.Minute {
+			t.Fatalf("tenant counter TTL %v", ttl)
+		}
+		// without a credential nothing is counted
+		if res, err := f.s.Poll(ctx, domain.PollParams{Tenant: "acme", ID: r.ID}); err != nil || res.Rate != nil {
+			t.Fatalf("uncounted read: %+v %v", res.Rate, err)
+		}
 	})
 }

@@ -4,7 +4,9 @@
 -- Idempotency-Key at once; a terminal record is never written again.
 -- KEYS[1] record hash      KEYS[2] queued set     KEYS[3] processing set
 -- KEYS[4] target status set (the processing set for "p")
--- KEYS[5] deadline zset    KEYS[6] retention zset KEYS[7] idempotency key (optional)
+-- KEYS[5] deadline zset    KEYS[6] retention zset
+-- KEYS[7] webhook filter hash (endpoint id -> event letters)
+-- KEYS[8] webhook outbox stream                   KEYS[9] idempotency key (optional)
 -- ARGV[1] target status: p s f c e        ARGV[2] now (unix ms)
 -- ARGV[3] by (key id, or "system")
 -- ARGV[4] payload: progress / result / failure JSON, cancel reason JSON, or ""
@@ -14,14 +16,17 @@
 -- ARGV[7] processing timeout (ms)          ARGV[8] per-type processing timeouts ";t=ms;"
 -- ARGV[9] retention (ms, 0 = forever)     ARGV[10] per-type retention ";t=ms;"
 -- ARGV[11] idempotency fingerprint        ARGV[12] idempotency ttl (ms)
--- ARGV[13] request id
+-- ARGV[13] request id                    ARGV[14] outbox bound (XADD MAXLEN ~)
+-- An applied status change emits its webhook event (emit_webhooks): queued ->
+-- processing emits p (request.processing), a terminal status its own letter. A
+-- heartbeat (processing -> processing) emits nothing.
 -- Returns {0, field, value, ...} applied        | {1} not found
 --         {4} idempotency key reused with another body
 --         {5, field, value, ...} idempotent replay
 --         {6, field, value, ...} already terminal (record untouched)
 --         {7} sweeper guard failed: nothing to do
-local record, qset, pset, target, deadlines, retention, idem =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local record, qset, pset, target, deadlines, retention, hooks, outbox, idem =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local to, now, by, payload, guard, id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[6], ARGV[13]
 
 local flat = rcall('HGETALL', record)
@@ -99,4 +104,6 @@ set[#set + 1] = 'v'
 set[#set + 1] = tostring(tonumber(field(flat, 'v')) + 1)
 rcall('HSET', record, unpack(set))
 if idem then rcall('SET', idem, ARGV[11], 'PX', ARGV[12]) end
-return record_reply({0}, rcall('HGETALL', record))
+local after = rcall('HGETALL', record)
+if from ~= to then emit_webhooks(hooks, outbox, ARGV[14], to, id, now, after) end
+return record_reply({0}, after)

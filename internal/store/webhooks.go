@@ -1,0 +1,735 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/asyncstatus/asyncstatus/internal/domain"
+	lua "github.com/asyncstatus/asyncstatus/scripts/lua"
+)
+
+// Webhooks, the Redis way (spec §10; docs/webhooks.md).
+//
+// Endpoints live in a hash per endpoint and, for the scripts, in one filter hash
+// per tenant (endpoint id -> event letters). create.lua and transition.lua read
+// the filter hash and append one entry per interested endpoint to the tenant's
+// outbox stream in the same script as the write, so no transition is applied
+// without its message. Dispatchers (internal/webhook) read the outbox through
+// the consumer group "dispatch" (XREADGROUP), take over entries whose reader
+// died (XAUTOCLAIM), and settle each attempt with one script: delivered or
+// finally failed entries are deleted (XDEL), failed ones wait in a retry zset
+// whose score is the due time, and while a replica sends a retry the score is
+// that replica's lease. Every key is under the tenant's hash tag; the only
+// global key is the registry of tenants with endpoints, written with single-key
+// commands. Nothing here spans two slots.
+
+const (
+	// webhookGroup is the outbox consumer group every dispatcher joins.
+	webhookGroup = "dispatch"
+	// outboxCap bounds a tenant's outbox (XADD MAXLEN ~) as a guard. Entries
+	// leave one by one when delivered or finally failed; the cap is reached only
+	// when a tenant's receivers are unreachable for a long time with heavy
+	// traffic, and then the oldest entries are lost (docs/webhooks.md).
+	outboxCap = 100000
+	// webhookLogCap is how many attempts an endpoint's delivery log keeps.
+	webhookLogCap = 100
+	// codeWebhookLimit: webhook_register.lua found the tenant at its endpoint limit.
+	codeWebhookLimit = 20
+	// codeLeaseLost: webhook_settle.lua found another replica holding the retry.
+	codeLeaseLost = 9
+)
+
+// outboxHook tells an in-process dispatcher that a tenant's outbox may have
+// grown, so that it looks at once instead of at its next poll.
+type outboxHook struct {
+	f atomic.Pointer[func(tenant string)]
+}
+
+func (h *outboxHook) written(tenant string) {
+	if f := h.f.Load(); f != nil {
+		(*f)(tenant)
+	}
+}
+
+// OnOutbox sets f to be told the tenant of every applied create and transition
+// (idempotent replays excluded), which may have queued webhook messages. f must
+// be quick and must not block: it runs on the request's path. nil removes it.
+func (s *Store) OnOutbox(f func(tenant string)) {
+	if f == nil {
+		s.outboxHook.f.Store(nil)
+		return
+	}
+	s.outboxHook.f.Store(&f)
+}
+
+// webhookScripts are the webhook scripts, with lib.lua prepended like the others.
+// They are not in scripts.all(): Script.Run falls back to EVAL when Redis lost
+// them, and none of them runs in a pipeline.
+type webhookScripts struct{ register, remove, claim, settle, prune *redis.Script }
+
+var loadWebhookScripts = sync.OnceValues(func() (webhookScripts, error) {
+	lib, err := fs.ReadFile(lua.FS, "lib.lua")
+	if err != nil {
+		return webhookScripts{}, fmt.Errorf("read lib.lua: %w", err)
+	}
+	var w webhookScripts
+	for _, x := range []struct {
+		dst  **redis.Script
+		name string
+	}{{&w.register, "webhook_register.lua"}, {&w.remove, "webhook_delete.lua"}, {&w.claim, "webhook_claim.lua"},
+		{&w.settle, "webhook_settle.lua"}, {&w.prune, "webhook_prune.lua"}} {
+		b, err := fs.ReadFile(lua.FS, x.name)
+		if err != nil {
+			return webhookScripts{}, fmt.Errorf("read %s: %w", x.name, err)
+		}
+		*x.dst = redis.NewScript(string(lib) + "\n" + string(b))
+	}
+	return w, nil
+})
+
+// runWebhook runs a webhook script under the op timeout, reporting it to the
+// script observer under name.
+func (s *Store) runWebhook(ctx context.Context, name string, pick func(webhookScripts) *redis.Script, keys []string, args ...any) (reply, error) {
+	w, err := loadWebhookScripts()
+	if err != nil {
+		return reply{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+	defer cancel()
+	start := time.Now()
+	v, err := pick(w).Run(ctx, s.rdb, keys, args...).Result()
+	if o := s.opts.ScriptObserver; o != nil {
+		o.ObserveScript(name, time.Since(start), err)
+	}
+	if err != nil {
+		if isRedisDown(err) {
+			s.reloadTopology()
+		}
+		return reply{}, err
+	}
+	return decodeReply(v)
+}
+
+// eventLetter is the one-letter code of an event in filters and outbox entries:
+// the status the request enters (q for created).
+func eventLetter(e domain.WebhookEvent) string {
+	if e == domain.EventCreated {
+		return "q"
+	}
+	return statusCode[domain.Status(strings.TrimPrefix(string(e), "request."))]
+}
+
+func letterEvent(l string) domain.WebhookEvent {
+	if s, ok := codeStatus[l]; ok {
+		return domain.EventFor(s)
+	}
+	return ""
+}
+
+func eventLetters(evs []domain.WebhookEvent) string {
+	var b strings.Builder
+	for _, e := range evs {
+		b.WriteString(eventLetter(e))
+	}
+	return b.String()
+}
+
+// SaveWebhook registers an endpoint; w.SealedSecret must already be sealed. A
+// tenant may have at most max endpoints (VALIDATION_FAILED beyond).
+func (s *Store) SaveWebhook(ctx context.Context, tenant string, w domain.Webhook, max int) error {
+	// The registry first, so that no endpoint ever exists that dispatchers cannot
+	// find; and again after, in case a dispatcher pruned the tenant in between
+	// (PruneWebhookTenant re-checks after its SREM; this closes the other order).
+	if err := s.sadd(ctx, s.k.webhookTenants(), tenant); err != nil {
+		return backend("register webhook", err)
+	}
+	r, err := s.runWebhook(ctx, "webhook_register", func(w webhookScripts) *redis.Script { return w.register },
+		[]string{s.k.webhook(tenant, w.ID), s.k.webhookFilter(tenant)},
+		w.ID, eventLetters(w.Events), max,
+		"u", w.URL, "ev", eventLetters(w.Events), "d", w.Description, "ca", ms(w.CreatedAt.Time), "k", w.SealedSecret)
+	if err != nil {
+		return backend("register webhook", err)
+	}
+	switch r.code {
+	case codeOK:
+	case codeWebhookLimit:
+		return domain.Errorf(domain.ValidationFailed, "A tenant may register at most %d webhook endpoints; delete one first.", max)
+	default:
+		return unexpected("register webhook", r)
+	}
+	if err := s.sadd(ctx, s.k.webhookTenants(), tenant); err != nil {
+		// Undo rather than leave an endpoint no dispatcher may find: the caller
+		// sees a 503 and may simply register again.
+		_ = s.DeleteWebhook(context.WithoutCancel(ctx), tenant, w.ID)
+		return backend("register webhook", err)
+	}
+	return nil
+}
+
+func (s *Store) sadd(ctx context.Context, key, member string) error {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+	defer cancel()
+	return s.rdb.SAdd(ctx, key, member).Err()
+}
+
+// decodeWebhook reads an endpoint hash; nil when it is empty (no such endpoint).
+func decodeWebhook(id string, m map[string]string) *domain.Webhook {
+	if len(m) == 0 || m["u"] == "" {
+		return nil
+	}
+	w := &domain.Webhook{ID: id, URL: m["u"], Description: m["d"], CreatedAt: msTime(m["ca"]), SealedSecret: m["k"]}
+	for _, l := range m["ev"] {
+		if e := letterEvent(string(l)); e != "" {
+			w.Events = append(w.Events, e)
+		}
+	}
+	return w
+}
+
+// Webhook reads one endpoint of tenant; NOT_FOUND when it has no such endpoint.
+func (s *Store) Webhook(ctx context.Context, tenant, id string) (*domain.Webhook, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+	defer cancel()
+	m, err := s.rdb.HGetAll(ctx, s.k.webhook(tenant, id)).Result()
+	if err != nil {
+		return nil, backend("read webhook", err)
+	}
+	w := decodeWebhook(id, m)
+	if w == nil {
+		return nil, errWebhookNotFound()
+	}
+	return w, nil
+}
+
+func errWebhookNotFound() error {
+	// The same words as for requests: nothing tells unknown and foreign apart.
+	return domain.ErrNotFound()
+}
+
+// Webhooks lists a tenant's endpoints, oldest first.
+func (s *Store) Webhooks(ctx context.Context, tenant string) ([]domain.Webhook, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+	defer cancel()
+	ids, err := s.rdb.HKeys(ctx, s.k.webhookFilter(tenant)).Result()
+	if err != nil {
+		return nil, backend("list webhooks", err)
+	}
+	out := make([]domain.Webhook, 0, len(ids))
+	for len(ids) > 0 {
+		chunk := ids[:min(len(ids), pipelineChunk)]
+		ids = ids[len(chunk):]
+		cmds := make([]*redis.MapStringStringCmd, len(chunk))
+		if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, id := range chunk {
+				cmds[i] = p.HGetAll(ctx, s.k.webhook(tenant, id))
+			}
+			return nil
+		}); err != nil {
+			return nil, backend("list webhooks", err)
+		}
+		for i, c := range cmds {
+			if w := decodeWebhook(chunk[i], c.Val()); w != nil {
+				out = append(out, *w)
+			}
+		}
+	}
+	sortWebhooks(out)
+	return out, nil
+}
+
+func sortWebhooks(ws []domain.Webhook) {
+	sort.Slice(ws, func(i, j int) bool {
+		if !ws[i].CreatedAt.Equal(ws[j].CreatedAt.Time) {
+			return ws[i].CreatedAt.Before(ws[j].CreatedAt.Time)
+		}
+		return ws[i].ID < ws[j].ID
+	})
+}
+
+// DeleteWebhook removes an endpoint and its delivery log. Its messages still in
+// the outbox are dropped when a dispatcher meets them.
+func (s *Store) DeleteWebhook(ctx context.Context, tenant, id string) error {
+	r, err := s.runWebhook(ctx, "webhook_delete", func(w webhookScripts) *redis.Script { return w.remove },
+		[]string{s.k.webhook(tenant, id), s.k.webhookFilter(tenant), s.k.webhookLog(tenant, id)}, id)
+	if err != nil {
+		return backend("delete webhook", err)
+	}
+	switch r.code {
+	case codeOK:
+		return nil
+	case codeNotFound:
+		return errWebhookNotFound()
+	}
+	return unexpected("delete webhook", r)
+}
+
+// WebhookDeliveries lists an endpoint's most recent delivery attempts, newest first.
+func (s *Store) WebhookDeliveries(ctx context.Context, tenant, id string) ([]domain.WebhookDelivery, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+	defer cancel()
+	var exists *redis.IntCmd
+	var log *redis.StringSliceCmd
+	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		exists = p.Exists(ctx, s.k.webhook(tenant, id))
+		log = p.LRange(ctx, s.k.webhookLog(tenant, id), 0, webhookLogCap-1)
+		return nil
+	}); err != nil {
+		return nil, backend("list webhook deliveries", err)
+	}
+	if exists.Val() == 0 {
+		return nil, errWebhookNotFound()
+	}
+	out := make([]domain.WebhookDelivery, 0, len(log.Val()))
+	for _, v := range log.Val() {
+		var d domain.WebhookDelivery
+		if json.Unmarshal([]byte(v), &d) == nil {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// WebhookTenants reads the registry of tenants with webhook endpoints.
+func (s *Store) WebhookTenants(ctx context.Context) ([]domain.WebhookTenant, error) {
+	var names []string
+	var cursor uint64
+	for {
+		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+		batch, next, err := s.rdb.SScan(cctx, s.k.webhookTenants(), cursor, "", 500).Result()
+		cancel()
+		if err != nil {
+			return nil, backend("list webhook tenants", err)
+		}
+		names = append(names, batch...)
+		if next == 0 {
+			break
+		}
+		cursor = next
+	}
+	out := make([]domain.WebhookTenant, 0, len(names))
+	for len(names) > 0 {
+		chunk := names[:min(len(names), pipelineChunk/2)]
+		names = names[len(chunk):]
+		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+		fz := make([]*redis.StringCmd, len(chunk))
+		n := make([]*redis.IntCmd, len(chunk))
+		_, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
+			for i, t := range chunk {
+				fz[i] = p.HGet(cctx, s.k.meta(t), "fz")
+				n[i] = p.HLen(cctx, s.k.webhookFilter(t))
+			}
+			return nil
+		})
+		cancel()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, backend("list webhook tenants", err)
+		}
+		for i, t := range chunk {
+			out = append(out, domain.WebhookTenant{Name: t, Frozen: fz[i].Val() == "1", Endpoints: n[i].Val()})
+		}
+	}
+	return out, nil
+}
+
+// PruneWebhookTenant removes a tenant without endpoints and without queued
+// messages from the registry (and its empty outbox). It reports whether it did.
+func (s *Store) PruneWebhookTenant(ctx context.Context, tenant string) (bool, error) {
+	r, err := s.runWebhook(ctx, "webhook_prune", func(w webhookScripts) *redis.Script { return w.prune },
+		[]string{s.k.webhookFilter(tenant), s.k.outbox(tenant), s.k.webhookRetries(tenant)})
+	if err != nil {
+		return false, backend("prune webhook tenant", err)
+	}
+	if r.code != 1 {
+		return false, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+	defer cancel()
+	if err := s.rdb.SRem(cctx, s.k.webhookTenants(), tenant).Err(); err != nil {
+		return false, backend("prune webhook tenant", err)
+	}
+	// An endpoint registered since the script ran must keep its tenant listed
+	// (SaveWebhook adds the tenant again after writing; this covers the order
+	// where its second SADD came before our SREM).
+	if n, err := s.rdb.HLen(cctx, s.k.webhookFilter(tenant)).Result(); err != nil || n > 0 {
+		if err2 := s.rdb.SAdd(cctx, s.k.webhookTenants(), tenant).Err(); err2 != nil {
+			return false, backend("prune webhook tenant", err2)
+		}
+		return false, nil
+	}
+	return true, nil
+}
+
+// ReadOutbox reads new outbox messages for consumer (XREADGROUP ">"): at most
+// want[t] of tenant t. The messages are pending on consumer until settled; if
+// it dies, ClaimStaleOutbox lets another consumer take them over. A tenant's
+// consumer group is created on first use.
+func (s *Store) ReadOutbox(ctx context.Context, consumer string, want map[string]int) ([]domain.WebhookMessage, error) {
+	tenants := make([]string, 0, len(want))
+	for t, n := range want {
+		if n > 0 {
+			tenants = append(tenants, t)
+		}
+	}
+	sort.Strings(tenants)
+	var out []domain.WebhookMessage
+	var firstErr error
+	for len(tenants) > 0 {
+		chunk := tenants[:min(len(tenants), pipelineChunk/2)]
+		tenants = tenants[len(chunk):]
+		msgs, missing, err := s.readGroups(ctx, chunk, consumer, want)
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		if len(missing) > 0 {
+			// No group yet (or the outbox was pruned): make it and read again.
+			s.createGroups(ctx, missing)
+			more, _, err := s.readGroups(ctx, missing, consumer, want)
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+			msgs = append(msgs, more...)
+		}
+		out = append(out, msgs...)
+	}
+	return out, firstErr
+}
+
+func (s *Store) readGroups(ctx context.Context, tenants []string, consumer string, want map[string]int) (msgs []domain.WebhookMessage, missing []string, err error) {
+	cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+	defer cancel()
+	cmds := make([]*redis.XStreamSliceCmd, len(tenants))
+	_, _ = s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
+		for i, t := range tenants {
+			cmds[i] = p.XReadGroup(cctx, &redis.XReadGroupArgs{Group: webhookGroup, Consumer: consumer,
+				Streams: []string{s.k.outbox(t), ">"}, Count: int64(want[t]), Block: -1})
+		}
+		return nil
+	})
+	for i, c := range cmds {
+		res, cerr := c.Result()
+		switch {
+		case cerr == nil:
+			for _, st := range res {
+				for _, m := range s.decodeEntries(ctx, tenants[i], st.Messages) {
+					m.Attempt = 1
+					msgs = append(msgs, m)
+				}
+			}
+		case errors.Is(cerr, redis.Nil):
+		case strings.HasPrefix(cerr.Error(), "NOGROUP"):
+			missing = append(missing, tenants[i])
+		default:
+			if err == nil {
+				err = backend("read webhook outbox", cerr)
+			}
+		}
+	}
+	return msgs, missing, err
+}
+
+// createGroups makes the consumer group of each tenant's outbox, reading from the
+// start: entries added before the group existed are delivered too.
+func (s *Store) createGroups(ctx context.Context, tenants []string) {
+	cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+	defer cancel()
+	_, _ = s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
+		for _, t := range tenants {
+			p.XGroupCreateMkStream(cctx, s.k.outbox(t), webhookGroup, "0") // BUSYGROUP: a replica was first
+		}
+		return nil
+	})
+}
+
+// ClaimStaleOutbox takes over, for consumer, messages that another consumer read
+// more than minIdle ago and never settled (it died mid-delivery): XAUTOCLAIM,
+// at most count in all. XAUTOCLAIM looks at no more than 10 x COUNT pending
+// entries a call, so a tenant whose pending list is longer (deliveries in flight
+// on other replicas) is walked on with the cursor it returns, a few calls at most.
+func (s *Store) ClaimStaleOutbox(ctx context.Context, tenants []string, consumer string, minIdle time.Duration, count int) ([]domain.WebhookMessage, error) {
+	var out []domain.WebhookMessage
+	var firstErr error
+	note := func(err error) {
+		if err != nil && !errors.Is(err, redis.Nil) && !strings.HasPrefix(err.Error(), "NOGROUP") && firstErr == nil {
+			firstErr = backend("claim stale webhook messages", err)
+		}
+	}
+	for len(tenants) > 0 && count > 0 {
+		chunk := tenants[:min(len(tenants), pipelineChunk/2, count)]
+		tenants = tenants[len(chunk):]
+		each := count / len(chunk)
+		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+		cmds := make([]*redis.XAutoClaimCmd, len(chunk))
+		_, _ = s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
+			for i, t := range chunk {
+				cmds[i] = p.XAutoClaim(cctx, s.autoClaimArgs(t, consumer, minIdle, "0-0", each))
+			}
+			return nil
+		})
+		cancel()
+		for i, c := range cmds {
+			res, next, err := c.Result()
+			note(err)
+			got := s.claimed(ctx, chunk[i], res)
+			out, count = append(out, got...), count-len(got)
+			// Walk on while this tenant's pending list goes on and slots remain.
+			for calls := 0; err == nil && next != "0-0" && next != "" && count > 0 && calls < 8; calls++ {
+				cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+				res, next, err = s.rdb.XAutoClaim(cctx, s.autoClaimArgs(chunk[i], consumer, minIdle, next, count)).Result()
+				cancel()
+				note(err)
+				got := s.claimed(ctx, chunk[i], res)
+				out, count = append(out, got...), count-len(got)
+			}
+		}
+	}
+	return out, firstErr
+}
+
+func (s *Store) autoClaimArgs(tenant, consumer string, minIdle time.Duration, start string, count int) *redis.XAutoClaimArgs {
+	return &redis.XAutoClaimArgs{Stream: s.k.outbox(tenant), Group: webhookGroup, Consumer: consumer,
+		MinIdle: minIdle, Start: start, Count: int64(count)}
+}
+
+// claimed decodes entries taken over from a dead consumer: their first attempt
+// never finished.
+func (s *Store) claimed(ctx context.Context, tenant string, xs []redis.XMessage) []domain.WebhookMessage {
+	out := s.decodeEntries(ctx, tenant, xs)
+	for i := range out {
+		out[i].Attempt = 1
+	}
+	return out
+}
+
+// decodeEntries decodes outbox entries read through the group. An entry that
+// does not decode (it cannot happen unless someone wrote to the outbox by hand)
+// is acknowledged and deleted, so that it is not taken over again and again.
+func (s *Store) decodeEntries(ctx context.Context, tenant string, xs []redis.XMessage) []domain.WebhookMessage {
+	out := make([]domain.WebhookMessage, 0, len(xs))
+	var bad []string
+	for _, x := range xs {
+		if m, ok := decodeOutboxEntry(tenant, x); ok {
+			out = append(out, m)
+		} else {
+			bad = append(bad, x.ID)
+		}
+	}
+	if len(bad) > 0 {
+		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+		defer cancel()
+		_, _ = s.rdb.TxPipelined(cctx, func(p redis.Pipeliner) error {
+			p.XAck(cctx, s.k.outbox(tenant), webhookGroup, bad...)
+			p.XDel(cctx, s.k.outbox(tenant), bad...)
+			return nil
+		})
+	}
+	return out
+}
+
+// ClaimWebhookRetries claims the retries due at now, at most count in all, each
+// with a lease until leaseUntil: no other replica sends it before then.
+func (s *Store) ClaimWebhookRetries(ctx context.Context, tenants []string, now, leaseUntil time.Time, count int) ([]domain.WebhookMessage, error) {
+	// A cheap read first: most tenants have no retry due.
+	var due []string
+	for rest := tenants; len(rest) > 0; {
+		chunk := rest[:min(len(rest), pipelineChunk)]
+		rest = rest[len(chunk):]
+		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+		cmds := make([]*redis.StringSliceCmd, len(chunk))
+		_, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
+			for i, t := range chunk {
+				cmds[i] = p.ZRangeByScore(cctx, s.k.webhookRetries(t), &redis.ZRangeBy{Min: "-inf", Max: ms(now), Count: 1})
+			}
+			return nil
+		})
+		cancel()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, backend("read webhook retries", err)
+		}
+		for i, c := range cmds {
+			if len(c.Val()) > 0 {
+				due = append(due, chunk[i])
+			}
+		}
+	}
+	var out []domain.WebhookMessage
+	for _, t := range due {
+		if count <= 0 {
+			break
+		}
+		r, err := s.runWebhook(ctx, "webhook_claim", func(w webhookScripts) *redis.Script { return w.claim },
+			[]string{s.k.webhookRetries(t)}, ms(now), ms(leaseUntil), count)
+		if err != nil {
+			return out, backend("claim webhook retries", err)
+		}
+		members := make([]string, 0, len(r.rest))
+		for _, v := range r.rest {
+			if m, ok := v.(string); ok {
+				members = append(members, m)
+			}
+		}
+		msgs, err := s.retryMessages(ctx, t, members, leaseUntil.UnixMilli())
+		if err != nil {
+			return out, err
+		}
+		out = append(out, msgs...)
+		count -= len(members)
+	}
+	return out, nil
+}
+
+// retryMessages reads the outbox entries of claimed retry members. A member
+// whose entry is gone (delivered by a replica whose lease had run out, or
+// trimmed) is dropped.
+func (s *Store) retryMessages(ctx context.Context, tenant string, members []string, lease int64) ([]domain.WebhookMessage, error) {
+	var out []domain.WebhookMessage
+	var gone []any
+	for len(members) > 0 {
+		chunk := members[:min(len(members), pipelineChunk)]
+		members = members[len(chunk):]
+		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+		cmds := make([]*redis.XMessageSliceCmd, len(chunk))
+		_, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
+			for i, m := range chunk {
+				id, _, _ := strings.Cut(m, "|")
+				cmds[i] = p.XRange(cctx, s.k.outbox(tenant), id, id)
+			}
+			return nil
+		})
+		cancel()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return out, backend("read webhook retries", err)
+		}
+		for i, c := range cmds {
+			_, n, _ := strings.Cut(chunk[i], "|")
+			made, _ := strconv.Atoi(n)
+			var msg domain.WebhookMessage
+			ok := len(c.Val()) == 1
+			if ok {
+				msg, ok = decodeOutboxEntry(tenant, c.Val()[0])
+			}
+			if !ok {
+				gone = append(gone, chunk[i])
+				continue
+			}
+			msg.Attempt, msg.Retry, msg.Lease = made+1, chunk[i], lease
+			out = append(out, msg)
+		}
+	}
+	if len(gone) > 0 {
+		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+		defer cancel()
+		if err := s.rdb.ZRem(cctx, s.k.webhookRetries(tenant), gone...).Err(); err != nil {
+			return out, backend("drop webhook retries", err)
+		}
+	}
+	return out, nil
+}
+
+// decodeOutboxEntry reads an outbox entry: _ep endpoint, _ev event letter, _id
+// message id, _at time (unix ms), _rq request id, then the record's fields.
+func decodeOutboxEntry(tenant string, x redis.XMessage) (domain.WebhookMessage, bool) {
+	m := domain.WebhookMessage{Tenant: tenant, EntryID: x.ID}
+	flat := make([]any, 0, 2*len(x.Values))
+	var rid string
+	for k, v := range x.Values {
+		sv, _ := v.(string)
+		switch k {
+		case "_ep":
+			m.EndpointID = sv
+		case "_ev":
+			m.Event = letterEvent(sv)
+		case "_id":
+			m.ID = sv
+		case "_at":
+			n, _ := strconv.ParseInt(sv, 10, 64)
+			m.At = time.UnixMilli(n).UTC()
+		case "_rq":
+			rid = sv
+		default:
+			flat = append(flat, k, sv)
+		}
+	}
+	if m.EndpointID == "" || m.Event == "" || m.ID == "" || rid == "" {
+		return m, false
+	}
+	r, err := decodeRecord(rid, flat)
+	if err != nil {
+		return m, false
+	}
+	r.Events = nil
+	m.Request = r
+	return m, true
+}
+
+// SettleWebhook records the outcome of an attempt at m in one script. When
+// another replica had taken the retry over (this one's lease ran out), the
+// attempt is still logged and a delivery still removes the message, but the
+// schedule is left to that replica.
+func (s *Store) SettleWebhook(ctx context.Context, m domain.WebhookMessage, o domain.WebhookSettlement) error {
+	next, due, log, force := "", "", "", ""
+	if !o.NextAttempt.IsZero() {
+		next, due = m.EntryID+"|"+strconv.Itoa(m.Attempt), ms(o.NextAttempt)
+	}
+	if o.Log != nil {
+		b, err := json.Marshal(o.Log)
+		if err != nil {
+			return fmt.Errorf("settle webhook message %s: %w", m.ID, err)
+		}
+		log = string(b)
+	}
+	if o.Done {
+		force = "1"
+	}
+	lease := ""
+	if m.Retry != "" {
+		lease = strconv.FormatInt(m.Lease, 10)
+	}
+	r, err := s.runWebhook(ctx, "webhook_settle", func(w webhookScripts) *redis.Script { return w.settle },
+		[]string{s.k.outbox(m.Tenant), s.k.webhookRetries(m.Tenant), s.k.webhookLog(m.Tenant, m.EndpointID)},
+		webhookGroup, m.EntryID, m.Retry, lease, next, due, log, webhookLogCap, force)
+	if err != nil {
+		return backend("settle webhook message "+m.ID, err)
+	}
+	switch r.code {
+	case codeOK, codeLeaseLost:
+		return nil
+	}
+	return unexpected("settle webhook message", r)
+}
+
+// ReapWebhookConsumers removes from a tenant's consumer group the consumers
+// (dispatchers of replicas that are gone) idle longer than idle with nothing
+// pending, except self. It returns how many it removed.
+func (s *Store) ReapWebhookConsumers(ctx context.Context, tenant, self string, idle time.Duration) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+	defer cancel()
+	cs, err := s.rdb.XInfoConsumers(ctx, s.k.outbox(tenant), webhookGroup).Result()
+	if err != nil {
+		if strings.HasPrefix(err.Error(), "NOGROUP") || strings.Contains(err.Error(), "no such key") {
+			return 0, nil
+		}
+		return 0, backend("list webhook consumers", err)
+	}
+	n := 0
+	for _, c := range cs {
+		if c.Name == self || c.Pending > 0 || c.Idle < idle {
+			continue
+		}
+		if err := s.rdb.XGroupDelConsumer(ctx, s.k.outbox(tenant), webhookGroup, c.Name).Err(); err != nil {
+			return n, backend("remove webhook consumer", err)
+		}
+		n++
+	}
+	return n, nil
+}
