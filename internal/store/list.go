@@ -98,12 +98,8 @@ func (s *Store) List(ctx context.Context, tenant string, f domain.ListFilter) (*
 		if err != nil {
 			return nil, backend("list requests", err)
 		}
-		switch r.code {
-		case codeOK:
-		case codeFrozen:
-			return nil, errFrozen()
-		default:
-			return nil, unexpected("list requests", r)
+		if r.code != codeOK {
+			return nil, s.scriptError("list requests", "", r.code, r.rest)
 		}
 		if len(r.rest) < 2 {
 			return nil, unexpected("list requests", r)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/asyncstatus/asyncstatus/internal/domain"
 	lua "github.com/asyncstatus/asyncstatus/scripts/lua"
 )
 
@@ -70,6 +71,63 @@ const (
 	codeNothingToDo = 7
 	codeRetry       = 8
 	codeRateLimited = 9
+	// 10 (lease lost) and 20 (webhook limit) belong to the webhook scripts (webhooks.go).
+)
+
+// scriptError is the one place where a script's outcome becomes a domain error.
+// Callers decode the outcomes that carry a result (ok, replay, and their own
+// harmless ones) and hand every other code here. detail is what follows the
+// code and any common prefix of that script's reply (see its header): the
+// seconds left for codeTooEarly, the reset time (Unix ms) for codeRateLimited,
+// the record's fields for codeTerminal, the limit for codeWebhookLimit. id names
+// the request.
+func (s *Store) scriptError(op, id string, code int64, detail []any) error {
+	first := func() int64 {
+		if len(detail) == 0 {
+			return 0
+		}
+		return toInt64(detail[0])
+	}
+	switch code {
+	case codeNotFound:
+		return domain.ErrNotFound()
+	case codeFrozen:
+		return domain.Errorf(domain.TenantFrozen, "The tenant is frozen by an operator; reads and creates are refused.")
+	case codeIdemReused:
+		return domain.Errorf(domain.IdempotencyKeyReused, "This Idempotency-Key was already used with a different request body.")
+	case codeTooEarly:
+		left := int(max(first(), 1))
+		e := domain.Errorf(domain.PolledTooEarly, "Polled sooner than the Retry-After it was given; wait %d s.", left)
+		e.RetryAfterSeconds = left
+		return e
+	case codeRateLimited:
+		wait := max(int((time.UnixMilli(first()).Sub(s.now())+time.Second-1)/time.Second), 1)
+		e := domain.Errorf(domain.RateLimited, "Too many requests; retry after %d s.", wait)
+		e.RetryAfterSeconds = wait
+		return e
+	case codeTerminal:
+		cur, err := decodeRecord(id, detail)
+		if err != nil {
+			return err
+		}
+		e := domain.Errorf(domain.AlreadyTerminal, "The request is already %s; its status can no longer change.", cur.Status)
+		e.Request = cur
+		return e
+	case codeNothingToDo:
+		return errNothingToDo
+	case codeRetry:
+		return errReadAgain
+	case codeWebhookLimit:
+		return domain.Errorf(domain.ValidationFailed, "A tenant may register at most %d webhook endpoints; delete one first.", first())
+	}
+	return backend(op, fmt.Errorf("unexpected script outcome %d", code))
+}
+
+var (
+	// errNothingToDo: a sweeper's guarded transition found the request moved on.
+	errNothingToDo = errors.New("nothing to do")
+	// errReadAgain: the record changed between the caller's read and its script.
+	errReadAgain = errors.New("record changed; read again")
 )
 
 // run executes a script (EVALSHA, falling back to EVAL when Redis lost its script

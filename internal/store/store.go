@@ -230,10 +230,6 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 			s.outboxHook.written(p.Tenant)
 			return &domain.Request{ID: id, Type: in.Type, Status: domain.StatusQueued, Context: in.Context,
 				CreatedBy: p.CreatedBy, CreatedAt: domain.Time{Time: created}, UpdatedAt: domain.Time{Time: created}, Version: 1}, false, nil
-		case codeFrozen:
-			return nil, false, errFrozen()
-		case codeIdemReused:
-			return nil, false, errIdemReused()
 		case codeReplay:
 			pid, _ := r.rest[0].(string)
 			res, err := s.read(ctx, domain.PollParams{Tenant: p.Tenant, ID: pid})
@@ -246,7 +242,7 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 			}
 			return req, err == nil, err
 		default:
-			return nil, false, unexpected("create request", r)
+			return nil, false, s.scriptError("create request", id, r.code, r.rest)
 		}
 	}
 	return nil, false, backend("create request", errors.New("idempotency entry kept changing"))
@@ -274,14 +270,6 @@ func (s *Store) registerTenant(ctx context.Context, tenant string) {
 		s.knownTenant[tenant] = true
 		s.mu.Unlock()
 	}
-}
-
-func errFrozen() error {
-	return domain.Errorf(domain.TenantFrozen, "The tenant is frozen by an operator; reads and creates are refused.")
-}
-
-func errIdemReused() error {
-	return domain.Errorf(domain.IdempotencyKeyReused, "This Idempotency-Key was already used with a different request body.")
 }
 
 func unexpected(op string, r reply) error {
@@ -346,22 +334,10 @@ func (s *Store) read(ctx context.Context, p domain.PollParams) (domain.PollResul
 		// a paced poll (a caller) never serves events: only unpaced reads parse them
 		res.Request, err = decodeRecordOpt(p.ID, flat, p.Caller == "")
 		return res, err
-	case codeNotFound:
-		return res, domain.ErrNotFound()
-	case codeFrozen:
-		return res, errFrozen()
-	case codeTooEarly:
-		left, _ := rest[0].(int64)
-		e := domain.Errorf(domain.PolledTooEarly, "Polled sooner than the Retry-After it was given; wait %d s.", left)
-		e.RetryAfterSeconds = int(left)
-		return res, e
 	case codeRateLimited:
-		wait := int((res.Rate.Reset.Sub(s.now()) + time.Second - 1) / time.Second)
-		e := domain.Errorf(domain.RateLimited, "Too many requests; retry after %d s.", max(wait, 1))
-		e.RetryAfterSeconds = max(wait, 1)
-		return res, e
+		rest = r.rest[2:3] // the reset of the binding limit
 	}
-	return res, unexpected("read request", r)
+	return res, s.scriptError("read request", p.ID, r.code, rest)
 }
 
 // toInt64 reads a script's number, sent as an integer or as a string.
@@ -448,8 +424,6 @@ func (s *Store) timeout(ctx context.Context, tenant, id string, to domain.Status
 	return false, err
 }
 
-var errNothingToDo = errors.New("nothing to do")
-
 func (s *Store) transition(ctx context.Context, p domain.TransitionParams, op string, to domain.Status, payload, resultType, guard string) (*domain.Request, error) {
 	if !validID(p.ID) {
 		return nil, domain.ErrNotFound()
@@ -472,25 +446,10 @@ func (s *Store) transition(ctx context.Context, p domain.TransitionParams, op st
 	if r.code == codeOK {
 		s.outboxHook.written(p.Tenant)
 	}
-	switch r.code {
-	case codeOK, codeReplay:
+	if r.code == codeOK || r.code == codeReplay {
 		return decodeRecord(p.ID, r.rest)
-	case codeNotFound:
-		return nil, domain.ErrNotFound()
-	case codeIdemReused:
-		return nil, errIdemReused()
-	case codeTerminal:
-		cur, err := decodeRecord(p.ID, r.rest)
-		if err != nil {
-			return nil, err
-		}
-		e := domain.Errorf(domain.AlreadyTerminal, "The request is already %s; its status can no longer change.", cur.Status)
-		e.Request = cur
-		return nil, e
-	case codeNothingToDo:
-		return nil, errNothingToDo
 	}
-	return nil, unexpected(op+" request", r)
+	return nil, s.scriptError(op+" request", p.ID, r.code, r.rest)
 }
 
 // Delete removes a request and everything that belongs to it.
@@ -518,15 +477,11 @@ func (s *Store) Delete(ctx context.Context, tenant, id string) error {
 		if err != nil {
 			return backend("delete request "+id, err)
 		}
-		switch r.code {
-		case codeOK:
+		if r.code == codeOK {
 			return nil
-		case codeNotFound:
-			return domain.ErrNotFound()
-		case codeRetry:
-			continue
-		default:
-			return unexpected("delete request", r)
+		}
+		if err := s.scriptError("delete request", id, r.code, r.rest); !errors.Is(err, errReadAgain) {
+			return err
 		}
 	}
 	return backend("delete request "+id, errors.New("record kept changing"))

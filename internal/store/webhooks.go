@@ -47,7 +47,7 @@ const (
 	// codeWebhookLimit: webhook_register.lua found the tenant at its endpoint limit.
 	codeWebhookLimit = 20
 	// codeLeaseLost: webhook_settle.lua found another replica holding the retry.
-	codeLeaseLost = 9
+	codeLeaseLost = 10
 )
 
 // outboxHook tells an in-process dispatcher that a tenant's outbox may have
@@ -161,12 +161,8 @@ func (s *Store) SaveWebhook(ctx context.Context, tenant string, w domain.Webhook
 	if err != nil {
 		return backend("register webhook", err)
 	}
-	switch r.code {
-	case codeOK:
-	case codeWebhookLimit:
-		return domain.Errorf(domain.ValidationFailed, "A tenant may register at most %d webhook endpoints; delete one first.", max)
-	default:
-		return unexpected("register webhook", r)
+	if r.code != codeOK {
+		return s.scriptError("register webhook", w.ID, r.code, []any{int64(max)})
 	}
 	if err := s.sadd(ctx, s.k.webhookTenants(), tenant); err != nil {
 		// Undo rather than leave an endpoint no dispatcher may find: the caller
@@ -265,13 +261,10 @@ func (s *Store) DeleteWebhook(ctx context.Context, tenant, id string) error {
 	if err != nil {
 		return backend("delete webhook", err)
 	}
-	switch r.code {
-	case codeOK:
+	if r.code == codeOK {
 		return nil
-	case codeNotFound:
-		return errWebhookNotFound()
 	}
-	return unexpected("delete webhook", r)
+	return s.scriptError("delete webhook", id, r.code, r.rest)
 }
 
 // WebhookDeliveries lists an endpoint's most recent delivery attempts, newest first.

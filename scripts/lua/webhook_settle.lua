@@ -19,7 +19,7 @@
 -- ARGV[8] delivery log cap
 -- ARGV[9] "1" when the message is done whatever the lease (delivered, or its
 --         endpoint is gone); "" when only the lease holder may end it (final failure)
--- Returns {0} settled | {9} lease lost: only logged (and removed when delivered)
+-- Returns {0} settled | {10} lease lost: only logged (and removed when delivered)
 local outbox, retries, log = KEYS[1], KEYS[2], KEYS[3]
 local held, nextm = ARGV[3], ARGV[5]
 
@@ -46,4 +46,4 @@ if ARGV[7] ~= '' then
   rcall('LTRIM', log, 0, tonumber(ARGV[8]) - 1)
 end
 if own then return {0} end
-return {9}
+return {10}
