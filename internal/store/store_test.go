@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"strings"
 	"sync"
@@ -22,32 +21,10 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 type clock = testenv.Clock
 
-// backend is one kind of Redis the suite runs against.
-type backend struct {
-	name   string
-	client func(tb testing.TB) redis.UniversalClient
-}
+// backend is one kind of Redis the suite runs on (testenv.Backends).
+type backend = testenv.Backend
 
-func backends() []backend {
-	return []backend{
-		{"miniredis", func(tb testing.TB) redis.UniversalClient {
-			m := testenv.Miniredis(tb)
-			c := redis.NewClient(&redis.Options{Dialer: func(context.Context, string, string) (net.Conn, error) { return m.Dial() }, DisableIdentity: true})
-			tb.Cleanup(func() { c.Close() })
-			return c
-		}},
-		{"redis", func(tb testing.TB) redis.UniversalClient {
-			c := redis.NewClient(&redis.Options{Addr: testenv.Redis(tb)})
-			tb.Cleanup(func() { c.Close() })
-			return c
-		}},
-		{"cluster", func(tb testing.TB) redis.UniversalClient {
-			c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: testenv.Cluster(tb)})
-			tb.Cleanup(func() { c.Close() })
-			return c
-		}},
-	}
-}
+func backends() []backend { return testenv.Backends() }
 
 // fixture is a store over one backend with an isolated key prefix and a fake clock.
 type fixture struct {
@@ -59,7 +36,7 @@ type fixture struct {
 
 func newFixture(tb testing.TB, b backend, mod func(*store.Options)) *fixture {
 	tb.Helper()
-	rdb := b.client(tb)
+	rdb := b.Client(tb)
 	c := testenv.NewClock(time.Now().UTC().Truncate(time.Millisecond))
 	o := store.Options{Prefix: testenv.Isolate(tb), OpTimeout: 5 * time.Second, Retention: time.Hour,
 		Now: c.Now, Schedule: []int{1, 2, 5}, EarlyTolerance: 0.2}
@@ -79,7 +56,7 @@ func newFixture(tb testing.TB, b backend, mod func(*store.Options)) *fixture {
 // forEachBackend runs the suite's test f once per backend.
 func forEachBackend(t *testing.T, f func(t *testing.T, b backend)) {
 	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) { f(t, b) })
+		t.Run(b.Name, func(t *testing.T) { f(t, b) })
 	}
 }
 

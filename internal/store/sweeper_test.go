@@ -159,7 +159,7 @@ func TestSweeperRetentionRemovesEveryKey(t *testing.T) {
 
 		time.Sleep(keep + 100*time.Millisecond)
 		f.catchUp()
-		if b.name != "miniredis" { // miniredis TTLs fire only when fast-forwarded
+		if b.Name != "miniredis" { // miniredis TTLs fire only when fast-forwarded
 			for _, id := range gone {
 				if n := f.rdb.Exists(ctx, f.prefix+":{acme}:r:"+id).Val(); n != 0 {
 					t.Fatalf("record %s outlived its TTL", id)

@@ -26,37 +26,15 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/webhook"
 )
 
-// backend is one kind of Redis the dispatcher tests run on.
-type backend struct {
-	name   string
-	client func(tb testing.TB) redis.UniversalClient
-}
+// backend is one kind of Redis the suite runs on (testenv.Backends).
+type backend = testenv.Backend
 
-func backends() []backend {
-	return []backend{
-		{"miniredis", func(tb testing.TB) redis.UniversalClient {
-			m := testenv.Miniredis(tb)
-			c := redis.NewClient(&redis.Options{Dialer: func(context.Context, string, string) (net.Conn, error) { return m.Dial() }, DisableIdentity: true})
-			tb.Cleanup(func() { c.Close() })
-			return c
-		}},
-		{"redis", func(tb testing.TB) redis.UniversalClient {
-			c := redis.NewClient(&redis.Options{Addr: testenv.Redis(tb)})
-			tb.Cleanup(func() { c.Close() })
-			return c
-		}},
-		{"cluster", func(tb testing.TB) redis.UniversalClient {
-			c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: testenv.Cluster(tb)})
-			tb.Cleanup(func() { c.Close() })
-			return c
-		}},
-	}
-}
+func backends() []backend { return testenv.Backends() }
 
 // eachBackend runs f as a subtest on every backend.
 func eachBackend(t *testing.T, f func(t *testing.T, b backend)) {
 	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) { f(t, b) })
+		t.Run(b.Name, func(t *testing.T) { f(t, b) })
 	}
 }
 
@@ -324,7 +302,7 @@ func countIDs(got []received) map[string]int {
 // moment of the transition.
 func TestDeliverySigned(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		f := newFixture(t, b.client(t), testenv.Isolate(t))
+		f := newFixture(t, b.Client(t), testenv.Isolate(t))
 		rcv := newReceiver(t, nil)
 		w := f.register("acme", rcv.url())
 		rcv.setSecret(w.Secret)
@@ -387,7 +365,7 @@ func waitUntil(t testing.TB, what string, cond func() bool) {
 // TestEventFilters: each endpoint gets the events it asked for and no other;
 // a heartbeat emits nothing.
 func TestEventFilters(t *testing.T) {
-	f := newFixture(t, backends()[0].client(t), testenv.Isolate(t))
+	f := newFixture(t, backends()[0].Client(t), testenv.Isolate(t))
 	terminal := newReceiver(t, nil) // default: the four terminal events
 	early := newReceiver(t, nil)    // created and processing
 	failures := newReceiver(t, nil) // failed only
@@ -463,7 +441,7 @@ func TestEventFilters(t *testing.T) {
 // its own timestamp; the deliveries listing shows all three, newest first.
 func TestRetriesKeepOneWebhookID(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		f := newFixture(t, b.client(t), testenv.Isolate(t))
+		f := newFixture(t, b.Client(t), testenv.Isolate(t))
 		rcv := newReceiver(t, func(n int, _ string) int {
 			if n <= 2 {
 				return 503
@@ -519,7 +497,7 @@ func TestRetriesKeepOneWebhookID(t *testing.T) {
 // TestFinalFailureVisible: after the last step the message is failed: no more
 // attempts, the listing says so, and the outbox and retry schedule are empty.
 func TestFinalFailureVisible(t *testing.T) {
-	f := newFixture(t, backends()[0].client(t), testenv.Isolate(t))
+	f := newFixture(t, backends()[0].Client(t), testenv.Isolate(t))
 	rcv := newReceiver(t, func(int, string) int { return 500 })
 	w := f.register("acme", rcv.url())
 	rcv.setSecret(w.Secret)
@@ -550,7 +528,7 @@ func TestFinalFailureVisible(t *testing.T) {
 // loses nothing: the dispatcher of the next process delivers it.
 func TestDeliveredAfterRestart(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		rdb := b.client(t)
+		rdb := b.Client(t)
 		prefix := testenv.Isolate(t)
 		first := newFixture(t, rdb, prefix)
 		rcv := newReceiver(t, nil)
@@ -585,7 +563,7 @@ func TestTwoReplicasDeliverOnce(t *testing.T) {
 		const n = 60
 		for _, failFirst := range []bool{false, true} {
 			t.Run(fmt.Sprintf("failFirst=%v", failFirst), func(t *testing.T) {
-				a := newFixture(t, b.client(t), testenv.Isolate(t))
+				a := newFixture(t, b.Client(t), testenv.Isolate(t))
 				bb := a.replica()
 				rcv := newReceiver(t, func(k int, _ string) int {
 					if failFirst && k == 1 {
@@ -640,7 +618,7 @@ func TestTwoReplicasDeliverOnce(t *testing.T) {
 // replica takes it over once it is idle longer than ClaimIdle and delivers it.
 func TestTakeOverFromDeadReplica(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		f := newFixture(t, b.client(t), testenv.Isolate(t))
+		f := newFixture(t, b.Client(t), testenv.Isolate(t))
 		rcv := newReceiver(t, nil)
 		rcv.setSecret(f.register("acme", rcv.url()).Secret)
 		id := f.create("acme")
@@ -671,7 +649,7 @@ func TestTakeOverFromDeadReplica(t *testing.T) {
 // TestRetryLeaseTakeOver: a replica that claimed a retry and died leaves it
 // leased; once the lease runs out another replica sends it.
 func TestRetryLeaseTakeOver(t *testing.T) {
-	f := newFixture(t, backends()[1].client(t), testenv.Isolate(t))
+	f := newFixture(t, backends()[1].Client(t), testenv.Isolate(t))
 	rcv := newReceiver(t, func(n int, _ string) int {
 		if n == 1 {
 			return 500
@@ -707,7 +685,7 @@ func TestRetryLeaseTakeOver(t *testing.T) {
 // the endpoint was registered and to loopback when a message is sent is not
 // dialled; the attempt fails and says why.
 func TestDeliveryRefusesRebinding(t *testing.T) {
-	f := newFixture(t, backends()[0].client(t), testenv.Isolate(t))
+	f := newFixture(t, backends()[0].Client(t), testenv.Isolate(t))
 	rcv := newReceiver(t, nil)
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(rcv.srv.URL, "http://"))
 	res := newResolver("partner.example", "93.184.216.34")
@@ -736,7 +714,7 @@ func TestDeliveryRefusesRebinding(t *testing.T) {
 // TestDeletedEndpointDropsMessages: messages queued for an endpoint that is
 // deleted are dropped, not delivered, and leave the outbox.
 func TestDeletedEndpointDropsMessages(t *testing.T) {
-	f := newFixture(t, backends()[0].client(t), testenv.Isolate(t))
+	f := newFixture(t, backends()[0].Client(t), testenv.Isolate(t))
 	rcv := newReceiver(t, nil)
 	w := f.register("acme", rcv.url())
 	f.complete("acme", f.create("acme"))
@@ -765,7 +743,7 @@ func TestDeletedEndpointDropsMessages(t *testing.T) {
 // TestFrozenTenantPaused: a frozen tenant's messages wait, and go out once it is
 // unfrozen.
 func TestFrozenTenantPaused(t *testing.T) {
-	f := newFixture(t, backends()[0].client(t), testenv.Isolate(t))
+	f := newFixture(t, backends()[0].Client(t), testenv.Isolate(t))
 	rcv := newReceiver(t, nil)
 	rcv.setSecret(f.register("acme", rcv.url()).Secret)
 	id := f.create("acme")
@@ -788,7 +766,7 @@ func TestFrozenTenantPaused(t *testing.T) {
 // TestTimeoutIsAFailure: a receiver slower than webhooks.timeout is a failed
 // attempt, even if it answers 2xx later.
 func TestTimeoutIsAFailure(t *testing.T) {
-	f := newFixture(t, backends()[0].client(t), testenv.Isolate(t))
+	f := newFixture(t, backends()[0].Client(t), testenv.Isolate(t))
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-time.After(2 * time.Second):
@@ -812,7 +790,7 @@ func TestTimeoutIsAFailure(t *testing.T) {
 
 // TestRedirectNotFollowed: a 3xx is a failed attempt; the target is never asked.
 func TestRedirectNotFollowed(t *testing.T) {
-	f := newFixture(t, backends()[0].client(t), testenv.Isolate(t))
+	f := newFixture(t, backends()[0].Client(t), testenv.Isolate(t))
 	target := newReceiver(t, nil)
 	redirect := httptest.NewServer(http.RedirectHandler(target.url(), http.StatusTemporaryRedirect))
 	defer redirect.Close()
@@ -887,7 +865,7 @@ func TestRedisAway(t *testing.T) {
 // timeout takes no more than MaxPerTenant of the slots; another tenant's
 // messages go out meanwhile.
 func TestSlowTenantDoesNotStarveOthers(t *testing.T) {
-	f := newFixture(t, backends()[1].client(t), testenv.Isolate(t))
+	f := newFixture(t, backends()[1].Client(t), testenv.Isolate(t))
 	release := make(chan struct{})
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {

@@ -27,13 +27,13 @@ func TestFigures(t *testing.T) {
 		t.Skip("set ASYNCSTATUS_WEBHOOK_FIGURES=1 to measure")
 	}
 	for _, b := range backends()[:2] {
-		t.Run(b.name, func(t *testing.T) {
-			rdb := b.client(t)
+		t.Run(b.Name, func(t *testing.T) {
+			rdb := b.Client(t)
 			n := 400
 			t.Run("LatencySameReplica", func(t *testing.T) { latency(t, rdb, n, true) })
 			t.Run("LatencyOtherReplica", func(t *testing.T) { latency(t, rdb, n/4, false) })
 			backlog := 5000
-			if b.name == "miniredis" {
+			if b.Name == "miniredis" {
 				backlog = 2000
 			}
 			for _, c := range []int{32, 128} { // 32: the default
