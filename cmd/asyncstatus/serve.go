@@ -112,7 +112,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("shutting down: finishing requests in flight", "timeout", cfg.HTTP.ShutdownTimeout)
+	log.Info("shutting down: finishing requests in flight", "timeout", cfg.HTTP.ShutdownTimeout.String())
 	if err := srv.App().ShutdownWithTimeout(cfg.HTTP.ShutdownTimeout); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("shutdown: %w", err)
 	}
