@@ -174,11 +174,3 @@ func (a *Authenticator) PollTokenPrincipal(token, id string) (domain.Principal, 
 	return domain.Principal{Tenant: tenant, Scopes: domain.ScopeRead, PollTokenFor: id}, nil
 }
 
-// PollCaller is the pacing identity of a principal: its key id, or "t" for the poll
-// token (one token per request, so one caller).
-func PollCaller(p domain.Principal) string {
-	if p.KeyID != "" {
-		return p.KeyID
-	}
-	return "t"
-}
