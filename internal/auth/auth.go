@@ -173,4 +173,3 @@ func (a *Authenticator) PollTokenPrincipal(token, id string) (domain.Principal, 
 	}
 	return domain.Principal{Tenant: tenant, Scopes: domain.ScopeRead, PollTokenFor: id}, nil
 }
-
