@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/throttle"
 )
 
 // SweeperOptions tune a Sweeper.
@@ -57,11 +58,10 @@ type Sweeper struct {
 	s *Store
 	o SweeperOptions
 
-	mu         sync.Mutex
-	stats      SweepStats
-	lastLogged time.Time // rate limit of error lines
-	suppressed int
-	lastBehind time.Time // rate limit of "behind" lines
+	mu        sync.Mutex
+	stats     SweepStats
+	errorLog  throttle.Throttle // at most one error line a minute
+	behindLog throttle.Throttle // at most one "behind" line a minute
 }
 
 // NewSweeper makes a sweeper over the store's tenants.
@@ -109,29 +109,18 @@ func (w *Sweeper) wait() time.Duration {
 }
 
 func (w *Sweeper) logError(err error) {
-	w.mu.Lock()
-	now := time.Now()
-	if now.Sub(w.lastLogged) < time.Minute {
-		w.suppressed++
-		w.mu.Unlock()
+	ok, n := w.errorLog.Allow(time.Now())
+	if !ok {
 		return
 	}
-	n := w.suppressed
-	w.lastLogged, w.suppressed = now, 0
-	w.mu.Unlock()
 	w.o.Log.Warn("sweeper tick failed; retrying every interval", "err", err, "interval", w.o.Interval, "suppressed_since_last_log", n)
 }
 
 // behind warns, at most once a minute, that a tenant had a full batch due.
 func (w *Sweeper) behind(tenant string) {
-	w.mu.Lock()
-	now := time.Now()
-	if now.Sub(w.lastBehind) < time.Minute {
-		w.mu.Unlock()
+	if ok, _ := w.behindLog.Allow(time.Now()); !ok {
 		return
 	}
-	w.lastBehind = now
-	w.mu.Unlock()
 	w.o.Log.Warn("sweeper: a tenant had a full batch due; if this persists, raise lifecycle.sweep_batch or shorten lifecycle.sweep_interval",
 		"tenant", tenant, "batch", w.o.Batch, "interval", w.o.Interval)
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/throttle"
 )
 
 // Outbox is what the dispatcher needs of the store: the outbox of every tenant
@@ -120,8 +121,7 @@ type Dispatcher struct {
 	lastPrune   time.Time
 	lastReap    time.Time
 	stats       DispatchStats
-	lastLogged  time.Time
-	suppressed  int
+	errorLog    throttle.Throttle // at most one store-error line a minute
 }
 
 // NewDispatcher makes a dispatcher over out.
@@ -637,15 +637,11 @@ func (d *Dispatcher) storeError(err error) {
 	d.mu.Lock()
 	d.stats.StoreErrors++
 	d.stats.LastStoreError = err.Error()
-	now := time.Now()
-	if now.Sub(d.lastLogged) < time.Minute {
-		d.suppressed++
-		d.mu.Unlock()
+	d.mu.Unlock()
+	ok, n := d.errorLog.Allow(time.Now())
+	if !ok {
 		return
 	}
-	n := d.suppressed
-	d.lastLogged, d.suppressed = now, 0
-	d.mu.Unlock()
 	d.o.Log.Warn("webhook dispatcher: store call failed; messages wait in Redis and are retried", "err", err,
 		"suppressed_since_last_log", n)
 }
