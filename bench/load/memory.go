@@ -25,7 +25,7 @@ type MemResult struct {
 	NewKeys int64
 	// Kinds are the keys grouped by pattern, sized with MEMORY USAGE.
 	Kinds []KindUsage
-	// Record describes one record hash: its encoding and its longest fields.
+	// Record describes one record (a hash or a string): its encoding and its longest fields.
 	Record string
 }
 
@@ -238,6 +238,7 @@ var (
 	digestPattern = regexp.MustCompile(`\b[0-9a-f]{16,}\b`)
 	keyIDPattern  = regexp.MustCompile(`key_[a-z2-7]{16}`)
 	tagPattern    = regexp.MustCompile(`\{[^}]*\}`)
+	msPattern     = regexp.MustCompile(`:[0-9]{10,}$`) // retention bucket ends
 )
 
 // keyPattern names a key's kind: tenant, ids and digests replaced.
@@ -245,6 +246,7 @@ func keyPattern(k string) string {
 	k = tagPattern.ReplaceAllString(k, "{T}")
 	k = uuidPattern.ReplaceAllString(k, "<id>")
 	k = keyIDPattern.ReplaceAllString(k, "<key-id>")
+	k = msPattern.ReplaceAllString(k, ":<ms>")
 	return digestPattern.ReplaceAllString(k, "<digest>")
 }
 
@@ -260,12 +262,36 @@ func (h *harness) describe(ctx context.Context, key string) string {
 	return out
 }
 
-// describeRecord lists a record hash's fields with their value sizes, largest first:
-// values over hash-max-listpack-value (64 bytes by default) turn the hash from a
-// listpack into a hashtable, which costs far more per field.
+// recordFieldNames name the fields of asyncstatus's string record, in order
+// (scripts/lua/lib.lua documents the layout).
+var recordFieldNames = []string{"s", "v", "t", "ex", "b", "ua", "co", "ev", "rt", "c", "g", "r", "f", "x"}
+
+// describeRecord lists a record's fields with their value sizes, largest first.
+// For a hash: values over hash-max-listpack-value (64 bytes by default) turn it
+// from a listpack into a hashtable, which costs far more per field. For
+// asyncstatus's string record: its fields, separated by one byte each.
 func (h *harness) describeRecord(ctx context.Context, key string) string {
-	m, err := h.redis.rdb.HGetAll(ctx, key).Result()
-	if err != nil {
+	typ, _ := h.redis.rdb.Type(ctx, key).Result()
+	m := map[string]string{}
+	switch typ {
+	case "hash":
+		var err error
+		if m, err = h.redis.rdb.HGetAll(ctx, key).Result(); err != nil {
+			return ""
+		}
+	case "string":
+		v, err := h.redis.rdb.Get(ctx, key).Result()
+		if err != nil {
+			return ""
+		}
+		for i, f := range strings.Split(v, "\x1f") {
+			name := fmt.Sprintf("#%d", i)
+			if i < len(recordFieldNames) {
+				name = recordFieldNames[i]
+			}
+			m[name] = f
+		}
+	default:
 		return ""
 	}
 	type f struct {
@@ -276,7 +302,12 @@ func (h *harness) describeRecord(ctx context.Context, key string) string {
 	total := 0
 	for k, v := range m {
 		fs = append(fs, f{k, len(v)})
-		total += len(k) + len(v)
+		total += len(v)
+		if typ == "hash" {
+			total += len(k)
+		} else {
+			total++ // the separator
+		}
 	}
 	sort.Slice(fs, func(i, j int) bool { return fs[i].n > fs[j].n || fs[i].n == fs[j].n && fs[i].name < fs[j].name })
 	parts := make([]string, len(fs))
@@ -284,7 +315,12 @@ func (h *harness) describeRecord(ctx context.Context, key string) string {
 		parts[i] = fmt.Sprintf("%s %d", x.name, x.n)
 	}
 	enc, _ := h.redis.rdb.ObjectEncoding(ctx, key).Result()
-	return fmt.Sprintf("%s; %d fields, %d bytes of names and values; value bytes: %s", enc, len(m), total, strings.Join(parts, ", "))
+	what := "names and values"
+	if typ == "string" {
+		what = "values and separators"
+		total-- // n fields, n-1 separators
+	}
+	return fmt.Sprintf("%s %s; %d fields, %d bytes of %s; value bytes: %s", typ, enc, len(m), total, what, strings.Join(parts, ", "))
 }
 
 // measureIdempotency sizes the Idempotency-Key entries the create scenario left:

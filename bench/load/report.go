@@ -217,7 +217,7 @@ func (rep *Report) Markdown() string {
 		b.WriteString("\n")
 		for _, m := range rep.Memory {
 			if m.Record != "" {
-				fmt.Fprintf(&b, "- %s record hash: %s.\n", m.Server, m.Record)
+				fmt.Fprintf(&b, "- %s record: %s.\n", m.Server, m.Record)
 			}
 			fmt.Fprintf(&b, "- %s: used_memory %+d B over %d requests, of which client buffers %+d B; %d new keys.\n",
 				m.Server, m.UsedDelta, m.N, m.ClientsDelta, m.NewKeys)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -48,11 +47,14 @@ func TestRetentionReapplyCommand(t *testing.T) {
 		if err != nil || len(evs) != 2 {
 			t.Fatalf("%s: %v", id, err)
 		}
-		v, err := rdb.HGet(ctx, prefix+":{"+tenant+"}:r:"+id, "ex").Result()
-		if errors.Is(err, redis.Nil) {
+		res, err := old.Poll(ctx, domain.PollParams{Tenant: tenant, ID: id})
+		if err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		if res.Request.ExpiresAt == nil {
 			return ""
 		}
-		return v
+		return res.Request.ExpiresAt.String()
 	}
 
 	// ...then ops keep acme's forever.

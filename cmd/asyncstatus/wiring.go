@@ -137,6 +137,8 @@ func storeOptions(cfg config.Config) store.Options {
 		Schedule:       secs(cfg.Polling.Schedule), ScheduleByType: map[string][]int{},
 		EarlyTolerance: cfg.Polling.EarlyTolerance,
 		WaitReplicas:   cfg.Redis.WaitReplicas, WaitTimeout: cfg.Redis.WaitTimeout,
+		// buckets as wide as a sweep interval: index entries go within two intervals
+		RetentionBucket: cfg.Lifecycle.SweepInterval,
 	}
 	for t, ov := range cfg.Lifecycle.ByType {
 		if ov.QueuedTimeout > 0 {

@@ -106,7 +106,7 @@ func TestWaitReplicas(t *testing.T) {
 		if err != nil || len(keys) != 1 {
 			t.Fatalf("replica keys %v %v", keys, err)
 		}
-		if st, _ := fromReplica.HGet(ctx, keys[0], "s").Result(); st != "s" {
+		if st, _ := fromReplica.GetRange(ctx, keys[0], 0, 0).Result(); st != "s" {
 			t.Fatalf("replica has status %q, want s (succeeded)", st)
 		}
 		if err := s.Delete(ctx, "acme", r.ID); err != nil {

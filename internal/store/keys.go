@@ -8,13 +8,20 @@ import "github.com/asyncstatus/asyncstatus/internal/domain"
 // keys and records are one letter (statusCode) to keep both short.
 type keys struct{ prefix string }
 
-// record: hash, one per request. Fields: s status, v version, t type, c context,
-// g progress, rt result_type, r result, f failure, x cancellation, b created_by,
-// ca/ua/co/ex created/updated/completed/expires (unix ms), e events,
-// ~<caller> pacing state. TTL: retention, from the terminal transition on.
+// record: string, one per request: its fields in one compact string (layout in
+// scripts/lua/lib.lua and record.go), events included. TTL: retention, from the
+// terminal transition on.
 func (k keys) record(tenant, id string) string {
-	return k.prefix + ":{" + tenant + "}:r:" + id
+	return k.recordPrefix(tenant) + id
 }
+
+// recordPrefix is record without the id: scripts that find records through index
+// entries (list.lua, sweep.lua) name them from it.
+func (k keys) recordPrefix(tenant string) string { return k.prefix + ":{" + tenant + "}:r:" }
+
+// pacing: hash <caller> -> "n,at,ra", the poll pacing state of a non-terminal
+// request (poll.lua). The terminal transition and delete remove it.
+func (k keys) pacing(tenant, id string) string { return k.prefix + ":{" + tenant + "}:pc:" + id }
 
 // meta: hash of tenant flags (fz = "1" while frozen). No TTL.
 func (k keys) meta(tenant string) string { return k.prefix + ":{" + tenant + "}:m" }
@@ -24,18 +31,21 @@ func (k keys) statusSet(tenant string, s domain.Status) string {
 	return k.prefix + ":{" + tenant + "}:ix:s:" + statusCode[s]
 }
 
-// typeSet: zset of the tenant's request ids of one type, score created_at ms.
-func (k keys) typeSet(tenant, typ string) string {
-	return k.prefix + ":{" + tenant + "}:ix:t:" + typ
-}
-
 // deadlines: zset of non-terminal request ids, score = when the sweeper must time
 // them out (queued or processing timeout), unix ms.
 func (k keys) deadlines(tenant string) string { return k.prefix + ":{" + tenant + "}:dl" }
 
-// retention: zset of "<id> <type>" of terminal records that will expire, score =
-// expires_at ms; the sweeper removes their index entries once the record is gone.
-func (k keys) retention(tenant string) string { return k.prefix + ":{" + tenant + "}:rx" }
+// retentionBuckets: zset of the ends (unix ms, member = score) of the tenant's
+// retention buckets. A bucket, "<retentionBucketPrefix><end>", is a list of
+// "<status letter><id>" of terminal records whose expires_at falls in
+// [end - width, end); the sweeper empties it once end has passed (sweep.lua).
+// Lists of short entries are compact (listpack), where a zset entry per record
+// would cost ~150 B: see docs/performance.md.
+func (k keys) retentionBuckets(tenant string) string { return k.prefix + ":{" + tenant + "}:rbi" }
+
+func (k keys) retentionBucketPrefix(tenant string) string {
+	return k.prefix + ":{" + tenant + "}:rb:"
+}
 
 // idempotency: string "<fingerprint>[|<id>]", TTL idempotency.ttl. digest is the
 // hex SHA-256 of operation, request id and the client's key, so any key length

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
@@ -64,16 +63,11 @@ func (s *Store) List(ctx context.Context, tenant string, f domain.ListFilter) (*
 
 	keys := []string{s.k.meta(tenant)}
 	statuses := f.Statuses
-	if len(statuses) == 0 && f.Type == "" {
+	if len(statuses) == 0 {
 		statuses = domain.Statuses[:]
 	}
 	for _, st := range statuses {
 		keys = append(keys, s.k.statusSet(tenant, st))
-	}
-	withType := "0"
-	if f.Type != "" {
-		keys = append(keys, s.k.typeSet(tenant, f.Type))
-		withType = "1"
 	}
 	wantStatus := map[domain.Status]bool{}
 	for _, st := range f.Statuses {
@@ -93,8 +87,8 @@ func (s *Store) List(ctx context.Context, tenant string, f domain.ListFilter) (*
 		if top != math.MaxInt64 {
 			maxScore = strconv.FormatInt(top, 10)
 		}
-		r, err := s.run(ctx, s.sc.list, keys, strconv.Itoa(len(statuses)), withType, maxScore, minScore,
-			cID, strconv.Itoa(s.opts.ListScanBudget), strconv.Itoa(limit-len(page.Items)))
+		r, err := s.run(ctx, s.sc.list, keys, strconv.Itoa(len(statuses)), f.Type, maxScore, minScore,
+			cID, strconv.Itoa(s.opts.ListScanBudget), strconv.Itoa(limit-len(page.Items)), s.k.recordPrefix(tenant))
 		if err != nil {
 			return nil, backend("list requests", err)
 		}
@@ -147,21 +141,9 @@ func (s *Store) List(ctx context.Context, tenant string, f domain.ListFilter) (*
 	return page, nil
 }
 
-// How List reads a page's records (Store.readPath).
-const (
-	readPipeline = 1 // one pipeline of HGETALLs: a real Redis
-	readScript   = 2 // records.lua: the embedded store (miniredis)
-)
-
-// hydrate reads the records of ids in one round trip (they share the tenant's
-// slot). A vanished record, or one past its retention, is nil.
-//
-// On Redis that is one pipeline of HGETALLs: a quarter of the Redis CPU of a
-// script returning the same fields (records.lua; every value crosses the Lua
-// boundary twice). The embedded store cannot take it: miniredis over net.Pipe
-// flushes every reply, so a pipeline larger than its 4 KiB read buffer deadlocks.
-// There, and on any server that does not say it is Redis, records.lua does the
-// reading in one command.
+// hydrate reads the records of ids with one MGET (they share the tenant's slot,
+// so this also works on a cluster). A vanished record, or one past its retention,
+// is nil.
 func (s *Store) hydrate(ctx context.Context, tenant string, ids []string) ([]*domain.Request, error) {
 	if len(ids) == 0 {
 		return nil, nil
@@ -170,88 +152,21 @@ func (s *Store) hydrate(ctx context.Context, tenant string, ids []string) ([]*do
 	for i, id := range ids {
 		keys[i] = s.k.record(tenant, id)
 	}
-	path, err := s.listReadPath(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if path == readScript {
-		return s.hydrateScript(ctx, ids, keys)
-	}
 	cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
-	cmds := make([]*redis.MapStringStringCmd, len(keys))
-	if _, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
-		for i, k := range keys {
-			cmds[i] = p.HGetAll(cctx, k)
-		}
-		return nil
-	}); err != nil {
+	vals, err := s.rdb.MGet(cctx, keys...).Result()
+	if err != nil {
 		return nil, backend("list requests: read records", err)
 	}
 	now := s.now().UnixMilli()
 	out := make([]*domain.Request, len(ids))
-	for i, c := range cmds {
-		m := c.Val()
-		if len(m) == 0 {
+	for i, v := range vals {
+		rec, ok := v.(string)
+		if !ok {
 			continue
 		}
-		flat := make([]any, 0, 2*len(m))
-		for k, v := range m {
-			// pacing state ("~caller") is not part of the representation (as in
-			// poll.lua), and listings do not carry events.
-			if strings.HasPrefix(k, "~") || k == "e" {
-				continue
-			}
-			flat = append(flat, k, v)
-		}
-		if req, err := decodeRecord(ids[i], flat); err == nil && (req.ExpiresAt == nil || req.ExpiresAt.UnixMilli() > now) {
-			out[i] = req
-		}
-	}
-	return out, nil
-}
-
-// listReadPath finds out once whether the server is a Redis (INFO server names
-// its redis_version; miniredis refuses the section).
-func (s *Store) listReadPath(ctx context.Context) (int32, error) {
-	if p := s.readPath.Load(); p != 0 {
-		return p, nil
-	}
-	cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
-	defer cancel()
-	info, err := s.rdb.Info(cctx, "server").Result()
-	p := int32(readPipeline)
-	switch {
-	case err != nil && isRedisDown(err):
-		return 0, backend("list requests", err)
-	case err != nil || !strings.Contains(info, "redis_version:"):
-		p = readScript
-	}
-	s.readPath.Store(p)
-	return p, nil
-}
-
-func (s *Store) hydrateScript(ctx context.Context, ids, keys []string) ([]*domain.Request, error) {
-	r, err := s.run(ctx, s.sc.records, keys, ms(s.now()))
-	if err != nil {
-		return nil, backend("list requests: read records", err)
-	}
-	out := make([]*domain.Request, len(ids))
-	rest := r.rest
-	for i := range ids {
-		if len(rest) == 0 {
-			return nil, unexpected("list requests: read records", r)
-		}
-		n, _ := rest[0].(int64)
-		if n < 0 || int(n) > len(rest)-1 {
-			return nil, unexpected("list requests: read records", r)
-		}
-		flat := rest[1 : 1+n]
-		rest = rest[1+n:]
-		if n == 0 {
-			continue
-		}
-		if req, err := decodeRecord(ids[i], flat); err == nil {
+		// listings do not carry events
+		if req, err := decodeRecord(ids[i], rec, false); err == nil && (req.ExpiresAt == nil || req.ExpiresAt.UnixMilli() > now) {
 			out[i] = req
 		}
 	}

@@ -47,6 +47,16 @@ var benchCode = map[domain.Status]string{
 // exactly as create.lua and transition.lua lay them out (record hash, status and
 // type sets, deadline and retention sets), created one every 2.6 s over the last
 // 30 days (for n = 1M). It returns the created_at of the middle request.
+// Record field positions (scripts/lua/lib.lua), for seeding records directly.
+const (
+	fieldExpires    = 3
+	fieldUpdated    = 5
+	fieldCompleted  = 6
+	fieldEvents     = 7
+	fieldResultType = 8
+	fieldResult     = 11
+)
+
 func seedTenant(b *testing.B, rdb *redis.Client, prefix, tenant string, n int) time.Time {
 	b.Helper()
 	start := time.Now()
@@ -73,26 +83,19 @@ func seedTenant(b *testing.B, rdb *redis.Client, prefix, tenant string, n int) t
 			typ := "type-" + strconv.Itoa(i%benchTypes)
 			st := benchStatus(r)
 			c := benchCode[st]
-			cas := strconv.FormatInt(ca, 10)
-			ev := cas + ",,q,key_bench"
-			fields := []any{"s", c, "v", "2", "t", typ, "b", "key_bench", "ca", cas, "ua", cas,
-				"c", `{"account":"acc_881204","year":2025,"format":"pdf","locale":"en-GB"}`}
+			// the record in scripts/lua/lib.lua's layout: s v t ex b ua co ev rt c g r f x
+			f := []string{c, "2", typ, "", "key_bench", "0", "", "", "", `{"account":"acc_881204","year":2025,"format":"pdf","locale":"en-GB"}`, "", "", "", ""}
 			if st.Terminal() {
-				co := strconv.FormatInt(ca+5000, 10)
-				ex := strconv.FormatInt(ca+5000+int64(720*time.Hour/time.Millisecond), 10)
-				ev += ";" + co + ",q," + c + ",key_bench"
-				fields = append(fields, "co", co, "ex", ex)
+				ex := ca + 5000 + int64(720*time.Hour/time.Millisecond)
+				f[fieldExpires], f[fieldUpdated], f[fieldCompleted], f[fieldEvents] = strconv.FormatInt(ex, 10), "5000", "5000", c+"5000"
 				if st == domain.StatusSucceeded {
-					fields = append(fields, "rt", "link", "r", `{"url":"https://files.example/x.pdf","expires_at":"2026-12-01T00:00:00.000Z"}`)
+					f[fieldResultType], f[fieldResult] = "link", `{"url":"https://files.example/x.pdf","expires_at":"2026-12-01T00:00:00.000Z"}`
 				}
-				zs["rx"] = append(zs["rx"], redis.Z{Score: float64(ca + 5000 + int64(720*time.Hour/time.Millisecond)), Member: id + " " + typ})
 			} else {
 				zs["dl"] = append(zs["dl"], redis.Z{Score: float64(now + int64(time.Hour/time.Millisecond)), Member: id})
 			}
-			fields = append(fields, "e", ev)
-			p.HSet(ctx, k("r:"+id), fields...)
+			p.Set(ctx, k("r:"+id), strings.Join(f, "\x1f"), 0)
 			zs["ix:s:"+c] = append(zs["ix:s:"+c], redis.Z{Score: float64(ca), Member: id})
-			zs["ix:t:"+typ] = append(zs["ix:t:"+typ], redis.Z{Score: float64(ca), Member: id})
 		}
 		for key, members := range zs {
 			p.ZAdd(ctx, k(key), members...)

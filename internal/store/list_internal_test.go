@@ -13,9 +13,9 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 
-// TestHydratePathsAgree: the pipeline (Redis) and records.lua (embedded store)
-// read a page alike: pacing state and events left out, gone records nil.
-func TestHydratePathsAgree(t *testing.T) {
+// TestHydrate: a page's records come from one MGET, without events; gone records
+// (deleted, past retention, never made) are nil.
+func TestHydrate(t *testing.T) {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.Redis(t)})
 	defer rdb.Close()
@@ -51,34 +51,24 @@ func TestHydratePathsAgree(t *testing.T) {
 	now = now.Add(2 * time.Minute)                            // ids[2] is past its retention
 	ids = append(ids, "01936f7e-8a3c-7b51-9a56-2f3c1e0d4b7a") // never existed
 
-	keys := make([]string, len(ids))
-	for i, id := range ids {
-		keys[i] = s.k.record("acme", id)
-	}
-	byScript, err := s.hydrateScript(ctx, ids, keys)
+	got, err := s.hydrate(ctx, "acme", ids)
 	if err != nil {
 		t.Fatal(err)
 	}
-	byPipeline, err := s.hydrate(ctx, "acme", ids)
-	if err != nil || s.readPath.Load() != readPipeline {
-		t.Fatalf("pipeline path on Redis: %v (path %d)", err, s.readPath.Load())
-	}
 	for i := range ids {
-		a, _ := json.Marshal(byScript[i])
-		b, _ := json.Marshal(byPipeline[i])
-		if string(a) != string(b) {
-			t.Fatalf("record %d:\nscript   %s\npipeline %s", i, a, b)
-		}
-		if gone := i == 2 || i == 4; gone != (byScript[i] == nil) || (!gone && (byScript[i].Events != nil || byScript[i].Context == nil)) {
-			t.Fatalf("record %d: %+v", i, byScript[i])
+		if gone := i == 2 || i == 4; gone != (got[i] == nil) || (!gone && (got[i].Events != nil || got[i].Context == nil || got[i].ID != ids[i])) {
+			t.Fatalf("record %d: %+v", i, got[i])
 		}
 	}
-	if string(byScript[0].Progress) != `{"percent":5}` {
-		t.Fatalf("progress %s", byScript[0].Progress)
+	if got[1].Status != domain.StatusSucceeded || string(got[1].Result) != `{"v":1}` || got[1].Version != 2 {
+		t.Fatalf("completed record: %+v", got[1])
+	}
+	if string(got[0].Progress) != `{"percent":5}` {
+		t.Fatalf("progress %s", got[0].Progress)
 	}
 
-	// A page on Redis: the list script, then one pipeline (once the script is
-	// loaded: the first call finds it missing and sends it).
+	// A page: the list script, then one MGET (once the script is loaded: the
+	// first call finds it missing and sends it).
 	if _, err := s.List(ctx, "acme", domain.ListFilter{}); err != nil {
 		t.Fatal(err)
 	}
@@ -102,9 +92,10 @@ func (c *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	return func(ctx context.Context, cmds []redis.Cmder) error { c.n++; return next(ctx, cmds) }
 }
 
-// TestReadPathOnMiniredis: the embedded store gets records.lua, and a page of
-// 200 records reads without deadlocking its in-memory connection.
-func TestReadPathOnMiniredis(t *testing.T) {
+// TestLongPageOnMiniredis: on the embedded store a page of 200 records reads
+// without deadlocking its in-memory connection (one MGET is one command; a
+// pipeline larger than its 4 KiB read buffer would block).
+func TestLongPageOnMiniredis(t *testing.T) {
 	ctx := context.Background()
 	m := testenv.Miniredis(t)
 	rdb := redis.NewClient(&redis.Options{Dialer: func(context.Context, string, string) (net.Conn, error) { return m.Dial() }, DisableIdentity: true})
@@ -119,7 +110,7 @@ func TestReadPathOnMiniredis(t *testing.T) {
 		}
 	}
 	p, err := s.List(ctx, "a-long-tenant-name-for-long-record-keys", domain.ListFilter{Limit: domain.MaxListLimit})
-	if err != nil || len(p.Items) != domain.MaxListLimit || s.readPath.Load() != readScript {
-		t.Fatalf("list on miniredis: %v, %d items, path %d", err, len(p.Items), s.readPath.Load())
+	if err != nil || len(p.Items) != domain.MaxListLimit {
+		t.Fatalf("list on miniredis: %v, %d items", err, len(p.Items))
 	}
 }

@@ -121,14 +121,9 @@ func (s *Store) reapplySet(ctx context.Context, tenant string, st domain.Status,
 	}
 }
 
-// reapplyRecords reads the records' types (their type set is a key the script
-// must be given), then applies retention to them in one script call.
+// reapplyRecords applies retention to records in one script call.
 func (s *Store) reapplyRecords(ctx context.Context, tenant string, ids []string, dry bool, p *ReapplyProgress) error {
-	types, err := s.hgetEach(ctx, tenant, ids, "t")
-	if err != nil {
-		return backend("reapply retention: read types", err)
-	}
-	keys := []string{s.k.retention(tenant)}
+	keys := []string{s.k.retentionBuckets(tenant)}
 	for _, st := range []domain.Status{domain.StatusSucceeded, domain.StatusFailed, domain.StatusCancelled, domain.StatusExpired} {
 		keys = append(keys, s.k.statusSet(tenant, st))
 	}
@@ -136,17 +131,18 @@ func (s *Store) reapplyRecords(ctx context.Context, tenant string, ids []string,
 	if dry {
 		dryArg = "1"
 	}
-	args := []any{ms(s.now()), strconv.FormatInt(s.opts.Retention.Milliseconds(), 10), s.retentionByType, dryArg}
-	for i, id := range ids {
-		typ := types[i]
-		if !domain.ValidType(typ) {
-			p.Skipped++ // gone (TTL fired); the sweeper drops its entries
+	args := []any{ms(s.now()), strconv.FormatInt(s.opts.Retention.Milliseconds(), 10), s.retentionByType, dryArg,
+		s.opts.RetentionBucket.Milliseconds(), s.k.retentionBucketPrefix(tenant)}
+	for _, id := range ids {
+		ca, ok := idMillis(id)
+		if !ok {
+			p.Skipped++
 			continue
 		}
-		keys = append(keys, s.k.record(tenant, id), s.k.typeSet(tenant, typ))
-		args = append(args, id+" "+typ)
+		keys = append(keys, s.k.record(tenant, id))
+		args = append(args, id, ca)
 	}
-	if len(args) == 4 {
+	if len(keys) == 5 {
 		return nil
 	}
 	r, err := s.run(ctx, s.sc.reapply, keys, args...)

@@ -1,8 +1,13 @@
 package store_test
 
 import (
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/store"
@@ -23,9 +28,8 @@ func TestReapplyRetention(t *testing.T) {
 		f.moveTo(t, "globex", other.ID, domain.StatusCancelled)
 		// "gone" is past its old retention already (no sweep has run): it stays gone
 		// even though the new configuration would keep it longer.
-		if _, err := f.rdb.HSet(ctx, f.prefix+":{acme}:r:"+ids["gone"], "ex", "1").Result(); err != nil {
-			t.Fatal(err)
-		}
+		setRecordField(t, f.rdb, f.prefix+":{acme}:r:"+ids["gone"], 3, "1") // expires_at
+
 		f.clock.Add(10 * time.Minute)
 
 		// ops change the configuration: 2h by default, "keep" forever, "short" 1m
@@ -66,13 +70,15 @@ func TestReapplyRetention(t *testing.T) {
 		if ttl := f.rdb.PTTL(ctx, rec).Val(); ttl < time.Hour+30*time.Minute || ttl > 2*time.Hour {
 			t.Fatalf("x: TTL %v, want about 1h50m", ttl)
 		}
-		if sc := f.rdb.ZScore(ctx, f.prefix+":{acme}:rx", ids["x"]+" x").Val(); int64(sc) != x.ExpiresAt.UnixMilli() {
-			t.Fatalf("x: retention entry %v, want %v", sc, x.ExpiresAt.UnixMilli())
+		// listed in the retention bucket of its new expires_at (default width 10 s)
+		end := strconv.FormatInt((x.ExpiresAt.UnixMilli()/10000+1)*10000, 10)
+		if !slices.Contains(f.rdb.LRange(ctx, f.prefix+":{acme}:rb:"+end, 0, -1).Val(), "s"+ids["x"]) ||
+			!zscore(t, f.rdb, f.prefix+":{acme}:rbi", end) {
+			t.Fatalf("x: no retention bucket entry at %s", end)
 		}
 
 		k := f.mustGet(t, "acme", ids["keep"])
-		if k.ExpiresAt != nil || f.rdb.PTTL(ctx, f.prefix+":{acme}:r:"+ids["keep"]).Val() != -1 ||
-			zscore(t, f.rdb, f.prefix+":{acme}:rx", ids["keep"]+" keep") {
+		if k.ExpiresAt != nil || f.rdb.PTTL(ctx, f.prefix+":{acme}:r:"+ids["keep"]).Val() != -1 {
 			t.Fatalf("keep: expires_at %v; must be kept forever", k.ExpiresAt)
 		}
 
@@ -80,7 +86,7 @@ func TestReapplyRetention(t *testing.T) {
 			id := ids[typ]
 			_, _, err := pollOf(f.s, "acme", id, "")
 			wantCode(t, err, domain.NotFound)
-			for _, key := range []string{":r:" + id, ":ix:t:" + typ, ":ix:s:s"} {
+			for _, key := range []string{":r:" + id, ":ix:s:s"} {
 				if key[1] == 'r' {
 					if f.rdb.Exists(ctx, f.prefix+":{acme}"+key).Val() != 0 {
 						t.Fatalf("%s: record left", typ)
@@ -88,9 +94,6 @@ func TestReapplyRetention(t *testing.T) {
 				} else if zscore(t, f.rdb, f.prefix+":{acme}"+key, id) {
 					t.Fatalf("%s: %s still lists it", typ, key)
 				}
-			}
-			if zscore(t, f.rdb, f.prefix+":{acme}:rx", id+" "+typ) {
-				t.Fatalf("%s: retention entry left", typ)
 			}
 		}
 		if got := f.mustGet(t, "acme", live.ID); got.Status != domain.StatusQueued || got.ExpiresAt != nil {
@@ -129,8 +132,27 @@ func TestReapplyManyRecords(t *testing.T) {
 		if err != nil || p.Seen != int64(terminal) || p.Updated != int64(terminal) || calls < 2 {
 			t.Fatalf("progress %+v (%d reports), want %d updated: %v", p, calls, terminal, err)
 		}
-		if n := f.rdb.ZCard(ctx, f.prefix+":{acme}:rx").Val(); n != int64(terminal) {
-			t.Fatalf("retention index holds %d, want %d", n, terminal)
+		n := int64(0)
+		for _, end := range f.rdb.ZRange(ctx, f.prefix+":{acme}:rbi", 0, -1).Val() {
+			n += f.rdb.LLen(ctx, f.prefix+":{acme}:rb:"+end).Val()
+		}
+		if n != int64(terminal) {
+			t.Fatalf("retention buckets hold %d entries, want %d", n, terminal)
 		}
 	})
+}
+
+// setRecordField rewrites field i (0-based, scripts/lua/lib.lua's layout) of the
+// record at key, keeping its TTL.
+func setRecordField(tb testing.TB, rdb redis.UniversalClient, key string, i int, v string) {
+	tb.Helper()
+	rec, err := rdb.Get(ctx, key).Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f := strings.Split(rec, "\x1f")
+	f[i] = v
+	if err := rdb.SetArgs(ctx, key, strings.Join(f, "\x1f"), redis.SetArgs{KeepTTL: true}).Err(); err != nil {
+		tb.Fatal(err)
+	}
 }

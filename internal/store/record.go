@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,90 +10,157 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
 
-// decodeRecord turns a record's field/value pairs into the representation,
-// events included. Fields it does not know, such as pacing state ("~caller"),
-// are ignored.
-func decodeRecord(id string, flat []any) (*domain.Request, error) {
-	return decodeRecordOpt(id, flat, true)
+// A record is one Redis string: 14 fields joined by recordSep. The scripts
+// (scripts/lua/lib.lua, which documents the layout) read and rewrite it; Go
+// builds the first one (newRecord) and decodes every one it is given.
+//
+// Why a string and not a hash: a hash is compact (listpack) only while every value
+// is at most 64 bytes, and a request's context and result are usually longer; as a
+// hashtable, the reference request's record took 1,368 B of Redis memory. As one
+// string without field names, with times as small offsets from the id's own
+// created_at, it takes about 600 B (docs/performance.md has the figures).
+const recordSep = '\x1f'
+
+// Field positions (0-based) in a record.
+const (
+	fStatus = iota
+	fVersion
+	fType
+	fExpires
+	fCreatedBy
+	fUpdated
+	fCompleted
+	fEvents
+	fResultType
+	fContext
+	fProgress
+	fResult
+	fFailure
+	fCancellation
+	recordFields
+)
+
+// newRecord is the record of a request just created: queued, version 1, updated
+// at its created_at. No value may hold recordSep; validated JSON cannot (control
+// characters only appear escaped), nor can a valid type or key id.
+func newRecord(typ, createdBy string, context json.RawMessage) string {
+	var b strings.Builder
+	b.Grow(24 + len(typ) + len(createdBy) + len(context))
+	b.WriteString("q\x1f1\x1f")
+	b.WriteString(typ)
+	b.WriteString("\x1f\x1f")
+	b.WriteString(createdBy)
+	b.WriteString("\x1f0\x1f\x1f\x1f\x1f")
+	b.Write(context)
+	b.WriteString("\x1f\x1f\x1f\x1f")
+	return b.String()
 }
 
-// decodeRecordOpt is decodeRecord that parses the events ("e") only when
-// withEvents is set: only the events route serves them, and a poll's answer
-// does not carry them (Request.Events is never marshalled).
-func decodeRecordOpt(id string, flat []any, withEvents bool) (*domain.Request, error) {
-	r := &domain.Request{ID: id}
-	var events string
-	for i := 0; i+1 < len(flat); i += 2 {
-		k, _ := flat[i].(string)
-		v, _ := flat[i+1].(string)
-		switch k {
-		case "s":
-			r.Status = codeStatus[v]
-		case "v":
-			r.Version, _ = strconv.ParseInt(v, 10, 64)
-		case "t":
-			r.Type = v
-		case "c":
-			r.Context = json.RawMessage(v)
-		case "g":
-			r.Progress = json.RawMessage(v)
-		case "rt":
-			r.ResultType = v
-		case "r":
-			r.Result = json.RawMessage(v)
-		case "f":
-			r.Failure = json.RawMessage(v)
-		case "x":
-			r.Cancellation = json.RawMessage(v)
-		case "b":
-			r.CreatedBy = v
-		case "ca":
-			r.CreatedAt = msTime(v)
-		case "ua":
-			r.UpdatedAt = msTime(v)
-		case "co":
-			t := msTime(v)
-			r.CompletedAt = &t
-		case "ex":
-			t := msTime(v)
-			r.ExpiresAt = &t
-		case "e":
-			events = v
+// decodeRecord turns a record into the representation; events are decoded only
+// with withEvents (only the events route serves them, and a poll's answer does not
+// carry them: Request.Events is never marshalled).
+func decodeRecord(id, rec string, withEvents bool) (*domain.Request, error) {
+	ca, ok := idMillis(id)
+	if !ok {
+		return nil, backend("decode request "+id, errors.New("not a request id"))
+	}
+	var f [recordFields]string
+	rest := rec
+	for i := 0; i < recordFields-1; i++ {
+		j := strings.IndexByte(rest, recordSep)
+		if j < 0 {
+			return nil, backend("decode request "+id, fmt.Errorf("record has %d fields, want %d", i+1, recordFields))
 		}
+		f[i], rest = rest[:j], rest[j+1:]
 	}
-	if r.Status == "" {
-		return nil, backend("decode request "+id, fmt.Errorf("record without status"))
+	f[recordFields-1] = rest
+	st, known := codeStatus[f[fStatus]]
+	if !known {
+		return nil, backend("decode request "+id, fmt.Errorf("record with status %q", f[fStatus]))
 	}
-	r.Done = r.Status.Terminal()
+	r := &domain.Request{ID: id, Status: st, Done: st.Terminal(), Type: f[fType], CreatedBy: f[fCreatedBy],
+		ResultType: f[fResultType], CreatedAt: domain.TimeMs(ca)}
+	r.Version, _ = strconv.ParseInt(f[fVersion], 10, 64)
+	r.UpdatedAt = domain.TimeMs(ca + atoi(f[fUpdated]))
+	if v := f[fCompleted]; v != "" {
+		t := domain.TimeMs(ca + atoi(v))
+		r.CompletedAt = &t
+	}
+	if v := f[fExpires]; v != "" {
+		t := domain.TimeMs(atoi(v))
+		r.ExpiresAt = &t
+	}
+	r.Context = raw(f[fContext])
+	r.Progress = raw(f[fProgress])
+	r.Result = raw(f[fResult])
+	r.Failure = raw(f[fFailure])
+	r.Cancellation = raw(f[fCancellation])
 	if withEvents {
-		r.Events = decodeEvents(events)
+		r.Events = decodeEvents(ca, r.CreatedBy, f[fEvents])
 	}
 	return r, nil
 }
 
-func msTime(v string) domain.Time {
-	n, _ := strconv.ParseInt(v, 10, 64)
-	return domain.TimeMs(n)
-}
-
-// decodeEvents reads "at,from,to,by;at,from,to,by" (from empty for the first).
-func decodeEvents(v string) []domain.Event {
+func raw(v string) json.RawMessage {
 	if v == "" {
 		return nil
 	}
-	parts := strings.Split(v, ";")
-	out := make([]domain.Event, 0, len(parts))
-	for i, p := range parts {
-		f := strings.SplitN(p, ",", 4)
-		if len(f) != 4 {
+	return json.RawMessage(v)
+}
+
+func atoi(v string) int64 {
+	n, _ := strconv.ParseInt(v, 10, 64)
+	return n
+}
+
+// decodeEvents rebuilds the history: the implied first event (queued at created_at
+// by created_by), then each "<to><ms since created_at>[@<by>]".
+func decodeEvents(ca int64, createdBy, v string) []domain.Event {
+	out := make([]domain.Event, 1, 1+strings.Count(v, ",")+1)
+	out[0] = domain.Event{Seq: 1, At: domain.TimeMs(ca), To: domain.StatusQueued, By: createdBy}
+	if v == "" {
+		return out
+	}
+	for p := range strings.SplitSeq(v, ",") {
+		if p == "" {
 			continue
 		}
-		ev := domain.Event{Seq: i + 1, At: msTime(f[0]), To: codeStatus[f[2]], By: f[3]}
-		if f[1] != "" {
-			from := codeStatus[f[1]]
-			ev.From = &from
+		to, ok := codeStatus[p[:1]]
+		if !ok {
+			continue
 		}
-		out = append(out, ev)
+		d, by, found := strings.Cut(p[1:], "@")
+		if !found {
+			by = createdBy
+		}
+		from := out[len(out)-1].To
+		out = append(out, domain.Event{Seq: len(out) + 1, At: domain.TimeMs(ca + atoi(d)), From: &from, To: to, By: by})
 	}
 	return out
+}
+
+// idMillis is the UUIDv7 millisecond timestamp of a canonical id (its first 12 hex
+// digits), without parsing the whole UUID.
+func idMillis(id string) (int64, bool) {
+	if len(id) != 36 || id[8] != '-' {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < 13; i++ {
+		if i == 8 {
+			continue
+		}
+		c := id[i]
+		var d byte
+		switch {
+		case c >= '0' && c <= '9':
+			d = c - '0'
+		case c >= 'a' && c <= 'f':
+			d = c - 'a' + 10
+		default:
+			return 0, false
+		}
+		n = n<<4 | int64(d)
+	}
+	return n, true
 }

@@ -17,7 +17,7 @@ import (
 // scripts are the loaded Lua scripts, each with lib.lua prepended.
 type scripts struct {
 	create, transition, poll, remove, sweep *redis.Script
-	list, records, reapply                  *redis.Script
+	list, reapply                           *redis.Script
 	// names are the script names for observers: the file name without ".lua".
 	names map[*redis.Script]string
 }
@@ -39,7 +39,7 @@ func loadScripts() (scripts, error) {
 		dst  **redis.Script
 		name string
 	}{{&s.create, "create.lua"}, {&s.transition, "transition.lua"}, {&s.poll, "poll.lua"},
-		{&s.remove, "delete.lua"}, {&s.sweep, "sweep.lua"}, {&s.list, "list.lua"}, {&s.records, "records.lua"},
+		{&s.remove, "delete.lua"}, {&s.sweep, "sweep.lua"}, {&s.list, "list.lua"},
 		{&s.reapply, "reapply.lua"}} {
 		if *x.dst, err = read(x.name); err != nil {
 			return scripts{}, err
@@ -50,7 +50,7 @@ func loadScripts() (scripts, error) {
 }
 
 func (s scripts) all() []*redis.Script {
-	return []*redis.Script{s.create, s.transition, s.poll, s.remove, s.sweep, s.list, s.records, s.reapply}
+	return []*redis.Script{s.create, s.transition, s.poll, s.remove, s.sweep, s.list, s.reapply}
 }
 
 // reply is a script's flat array answer: an integer outcome code, then values.
@@ -106,7 +106,8 @@ func (s *Store) scriptError(op, id string, code int64, detail []any) error {
 		e.RetryAfterSeconds = wait
 		return e
 	case codeTerminal:
-		cur, err := decodeRecord(id, detail)
+		rec, _ := detail[0].(string)
+		cur, err := decodeRecord(id, rec, false)
 		if err != nil {
 			return err
 		}

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -59,6 +58,11 @@ type Options struct {
 	WaitReplicas int
 	// WaitTimeout bounds that WAIT. default: 500ms.
 	WaitTimeout time.Duration
+	// RetentionBucket is the width of the retention buckets (keys.go): the sweeper
+	// cleans a terminal record's index entry within RetentionBucket plus one sweep
+	// interval after its expires_at, so serve sets it to lifecycle.sweep_interval.
+	// default: 10s.
+	RetentionBucket time.Duration
 }
 
 // ScriptObserver learns how each Lua script call went. name is the script's file
@@ -82,10 +86,6 @@ type Store struct {
 
 	mu          sync.Mutex
 	knownTenant map[string]bool // tenants already added to the registry by this process
-
-	// readPath is how List reads a page's records (list.go): 0 not known yet,
-	// readPipeline or readScript.
-	readPath atomic.Int32
 
 	outboxHook outboxHook // tells an in-process webhook dispatcher about writes (webhooks.go)
 }
@@ -116,6 +116,9 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 	}
 	if o.ListScanBudget <= 0 {
 		o.ListScanBudget = 1000
+	}
+	if o.RetentionBucket < time.Millisecond {
+		o.RetentionBucket = 10 * time.Second
 	}
 	if o.WaitReplicas > 0 && o.WaitTimeout <= 0 {
 		o.WaitTimeout = 500 * time.Millisecond
@@ -211,7 +214,7 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 		// created_at is the id's own timestamp, so that id order is creation order.
 		created := uuidTime(u)
 		keys := []string{s.k.record(p.Tenant, id), s.k.meta(p.Tenant), s.k.statusSet(p.Tenant, domain.StatusQueued),
-			s.k.typeSet(p.Tenant, in.Type), s.k.deadlines(p.Tenant), s.k.webhookFilter(p.Tenant), s.k.outbox(p.Tenant)}
+			s.k.deadlines(p.Tenant), s.k.webhookFilter(p.Tenant), s.k.outbox(p.Tenant)}
 		if p.IdemKey != "" {
 			keys = append(keys, s.idemKey(p.Tenant, "create", "", p.IdemKey))
 		}
@@ -219,7 +222,7 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 		if d, ok := s.opts.QueuedTimeoutByType[in.Type]; ok && d > 0 {
 			qt = d
 		}
-		r, err := s.run(ctx, s.sc.create, keys, id, ms(created), in.Type, string(in.Context), p.CreatedBy,
+		r, err := s.run(ctx, s.sc.create, keys, id, ms(created), newRecord(in.Type, p.CreatedBy, in.Context),
 			ms(created.Add(qt)), fp, s.opts.IdempotencyTTL.Milliseconds(), stale, outboxCap)
 		if err != nil {
 			return nil, false, backend("create request", err)
@@ -300,7 +303,7 @@ func (s *Store) read(ctx context.Context, p domain.PollParams) (domain.PollResul
 	if !validID(p.ID) {
 		return res, domain.ErrNotFound()
 	}
-	keys := []string{s.k.record(p.Tenant, p.ID), s.k.meta(p.Tenant)}
+	keys := []string{s.k.record(p.Tenant, p.ID), s.k.meta(p.Tenant), s.k.pacing(p.Tenant, p.ID)}
 	args := []any{ms(s.now()), p.Caller, s.tolerance, s.scheduleDefault, s.scheduleByType}
 	if r := s.opts.PollRate; r != nil && p.Credential != "" {
 		keys = append(keys, s.k.rateCredential(p.Tenant, "read", p.Credential), s.k.rateTenant(p.Tenant))
@@ -320,19 +323,18 @@ func (s *Store) read(ctx context.Context, p domain.PollParams) (domain.PollResul
 	rest := r.rest[3:]
 	switch r.code {
 	case codeOK:
-		// {retry_after, {field, value, ...}}: the record's HGETALL, nested and
-		// uncopied, pacing fields included (decodeRecord ignores them)
+		// {retry_after, record}
 		if len(rest) < 2 {
 			return res, unexpected("read request", r)
 		}
-		flat, ok := rest[1].([]any)
+		rec, ok := rest[1].(string)
 		if !ok {
 			return res, unexpected("read request", r)
 		}
 		ra, _ := rest[0].(int64)
 		res.RetryAfter = int(ra)
 		// a paced poll (a caller) never serves events: only unpaced reads parse them
-		res.Request, err = decodeRecordOpt(p.ID, flat, p.Caller == "")
+		res.Request, err = decodeRecord(p.ID, rec, p.Caller == "")
 		return res, err
 	case codeRateLimited:
 		rest = r.rest[2:3] // the reset of the binding limit
@@ -428,9 +430,11 @@ func (s *Store) transition(ctx context.Context, p domain.TransitionParams, op st
 	if !validID(p.ID) {
 		return nil, domain.ErrNotFound()
 	}
+	ca, _ := idMillis(p.ID)
 	keys := []string{s.k.record(p.Tenant, p.ID), s.k.statusSet(p.Tenant, domain.StatusQueued),
 		s.k.statusSet(p.Tenant, domain.StatusProcessing), s.k.statusSet(p.Tenant, to),
-		s.k.deadlines(p.Tenant), s.k.retention(p.Tenant), s.k.webhookFilter(p.Tenant), s.k.outbox(p.Tenant)}
+		s.k.deadlines(p.Tenant), s.k.retentionBuckets(p.Tenant), s.k.pacing(p.Tenant, p.ID),
+		s.k.webhookFilter(p.Tenant), s.k.outbox(p.Tenant)}
 	fp := ""
 	if p.IdemKey != "" {
 		keys = append(keys, s.idemKey(p.Tenant, op, p.ID, p.IdemKey))
@@ -439,7 +443,8 @@ func (s *Store) transition(ctx context.Context, p domain.TransitionParams, op st
 	r, err := s.run(ctx, s.sc.transition, keys, statusCode[to], ms(s.now()), p.By, payload, resultType, guard,
 		s.opts.ProcessingTimeout.Milliseconds(), s.processingByType,
 		s.opts.Retention.Milliseconds(), s.retentionByType,
-		fp, s.opts.IdempotencyTTL.Milliseconds(), p.ID, outboxCap)
+		fp, s.opts.IdempotencyTTL.Milliseconds(), p.ID, outboxCap,
+		ca, s.opts.RetentionBucket.Milliseconds(), s.k.retentionBucketPrefix(p.Tenant))
 	if err != nil {
 		return nil, backend(op+" request "+p.ID, err)
 	}
@@ -447,7 +452,11 @@ func (s *Store) transition(ctx context.Context, p domain.TransitionParams, op st
 		s.outboxHook.written(p.Tenant)
 	}
 	if r.code == codeOK || r.code == codeReplay {
-		return decodeRecord(p.ID, r.rest)
+		if len(r.rest) < 1 {
+			return nil, unexpected(op+" request", r)
+		}
+		rec, _ := r.rest[0].(string)
+		return decodeRecord(p.ID, rec, false)
 	}
 	return nil, s.scriptError(op+" request", p.ID, r.code, r.rest)
 }
@@ -457,34 +466,19 @@ func (s *Store) Delete(ctx context.Context, tenant, id string) error {
 	if !validID(id) {
 		return domain.ErrNotFound()
 	}
-	rec := s.k.record(tenant, id)
-	for attempt := 0; attempt < 3; attempt++ {
-		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
-		typ, err := s.rdb.HGet(cctx, rec, "t").Result()
-		cancel()
-		if errors.Is(err, redis.Nil) {
-			return domain.ErrNotFound()
-		}
-		if err != nil {
-			return backend("delete request "+id, err)
-		}
-		keys := []string{rec}
-		for _, st := range domain.Statuses {
-			keys = append(keys, s.k.statusSet(tenant, st))
-		}
-		keys = append(keys, s.k.typeSet(tenant, typ), s.k.deadlines(tenant), s.k.retention(tenant))
-		r, err := s.run(ctx, s.sc.remove, keys, id, typ, ms(s.now()))
-		if err != nil {
-			return backend("delete request "+id, err)
-		}
-		if r.code == codeOK {
-			return nil
-		}
-		if err := s.scriptError("delete request", id, r.code, r.rest); !errors.Is(err, errReadAgain) {
-			return err
-		}
+	keys := []string{s.k.record(tenant, id)}
+	for _, st := range domain.Statuses {
+		keys = append(keys, s.k.statusSet(tenant, st))
 	}
-	return backend("delete request "+id, errors.New("record kept changing"))
+	keys = append(keys, s.k.deadlines(tenant), s.k.pacing(tenant, id))
+	r, err := s.run(ctx, s.sc.remove, keys, id, ms(s.now()))
+	if err != nil {
+		return backend("delete request "+id, err)
+	}
+	if r.code == codeOK {
+		return nil
+	}
+	return s.scriptError("delete request", id, r.code, r.rest)
 }
 
 // SetFrozen freezes or unfreezes a tenant (spec §2).

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strings"
+	"strconv"
 	"sync"
 	"time"
 
@@ -222,7 +222,7 @@ func (w *Sweeper) due(ctx context.Context, tenants []string, now time.Time) ([]s
 		_, err := w.s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
 			for i, t := range chunk {
 				dl[i] = p.ZRangeByScoreWithScores(cctx, w.s.k.deadlines(t), by)
-				rx[i] = p.ZRangeByScoreWithScores(cctx, w.s.k.retention(t), by)
+				rx[i] = p.ZRangeByScoreWithScores(cctx, w.s.k.retentionBuckets(t), by)
 			}
 			return nil
 		})
@@ -240,9 +240,9 @@ func (w *Sweeper) due(ctx context.Context, tenants []string, now time.Time) ([]s
 	return out, nil
 }
 
-// hgetEach reads one field of each record of tenant, "" where the record or the
-// field is missing, a few records per round trip.
-func (s *Store) hgetEach(ctx context.Context, tenant string, ids []string, field string) ([]string, error) {
+// statusEach reads the status letter of each record of tenant (the record's
+// first byte), "" where the record is missing, a few records per round trip.
+func (s *Store) statusEach(ctx context.Context, tenant string, ids []string) ([]string, error) {
 	out := make([]string, 0, len(ids))
 	for len(ids) > 0 {
 		chunk := ids[:min(len(ids), pipelineChunk)]
@@ -251,7 +251,7 @@ func (s *Store) hgetEach(ctx context.Context, tenant string, ids []string, field
 		cmds := make([]*redis.StringCmd, len(chunk))
 		_, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
 			for i, id := range chunk {
-				cmds[i] = p.HGet(cctx, s.k.record(tenant, id), field)
+				cmds[i] = p.GetRange(cctx, s.k.record(tenant, id), 0, 0)
 			}
 			return nil
 		})
@@ -260,7 +260,7 @@ func (s *Store) hgetEach(ctx context.Context, tenant string, ids []string, field
 			return nil, err
 		}
 		for _, c := range cmds {
-			out = append(out, c.Val()) // "" for redis.Nil
+			out = append(out, c.Val()) // "" for a missing record
 		}
 	}
 	return out, nil
@@ -278,7 +278,7 @@ func (w *Sweeper) timeOut(ctx context.Context, tenant string, due []redis.Z, c *
 	for i, z := range due {
 		ids[i], _ = z.Member.(string)
 	}
-	sts, err := w.s.hgetEach(ctx, tenant, ids, "s")
+	sts, err := w.s.statusEach(ctx, tenant, ids)
 	if err != nil {
 		return backend("sweep: read statuses", err)
 	}
@@ -318,54 +318,41 @@ func (w *Sweeper) timeOut(ctx context.Context, tenant string, due []redis.Z, c *
 	return nil
 }
 
-// sweepChunk bounds the records one sweep.lua call handles, so that no single
-// script holds Redis for long.
+// sweepChunk bounds the bucket entries one sweep.lua call handles, so that no
+// single script holds Redis for long.
 const sweepChunk = 100
 
-// clean removes the index entries (and, if its TTL has not fired yet, the record)
-// of each terminal record past its retention, with sweep.lua, which re-checks
-// every entry's score: a record whose retention was extended meanwhile stays.
+// clean empties the retention buckets that have ended (due: their ends, oldest
+// first) with sweep.lua: at most Batch entries per tick and tenant. sweep.lua
+// removes the index entry of each record past its retention (and the record, if
+// its TTL has not fired yet) and leaves alone a record whose retention was
+// extended meanwhile.
 func (w *Sweeper) clean(ctx context.Context, tenant string, due []redis.Z, now time.Time, c *sweepCounts) error {
-	var bad []any
-	var members []string
+	budget := w.o.Batch
 	for _, z := range due {
-		m, _ := z.Member.(string)
-		id, _, ok := strings.Cut(m, " ")
-		if !ok || !validID(id) {
-			bad = append(bad, m)
-			continue
-		}
-		members = append(members, m)
-	}
-	for len(members) > 0 {
-		n := min(len(members), sweepChunk)
-		chunk := members[:n]
-		members = members[n:]
-		keys := []string{w.s.k.retention(tenant)}
+		end := strconv.FormatInt(int64(z.Score), 10)
+		keys := []string{w.s.k.retentionBucketPrefix(tenant) + end, w.s.k.retentionBuckets(tenant)}
 		for _, st := range []domain.Status{domain.StatusSucceeded, domain.StatusFailed, domain.StatusCancelled, domain.StatusExpired} {
 			keys = append(keys, w.s.k.statusSet(tenant, st))
 		}
-		args := []any{ms(now)}
-		for _, m := range chunk {
-			id, typ, _ := strings.Cut(m, " ")
-			keys = append(keys, w.s.k.record(tenant, id), w.s.k.typeSet(tenant, typ))
-			args = append(args, m)
+		for budget > 0 {
+			n := min(budget, sweepChunk)
+			r, err := w.s.run(ctx, w.s.sc.sweep, keys, ms(now), n, w.s.k.recordPrefix(tenant), end)
+			if err != nil {
+				return backend("sweep: clean "+tenant, err)
+			}
+			if r.code != codeOK || len(r.rest) < 3 {
+				return unexpected("sweep: clean "+tenant, r)
+			}
+			c.cleaned += toInt64(r.rest[0])
+			budget -= int(toInt64(r.rest[2]))
+			if toInt64(r.rest[1]) == 0 || toInt64(r.rest[2]) == 0 {
+				break
+			}
 		}
-		r, err := w.s.run(ctx, w.s.sc.sweep, keys, args...)
-		if err != nil {
-			return backend("sweep: clean "+tenant, err)
-		}
-		if r.code != codeOK || len(r.rest) < 1 {
-			return unexpected("sweep: clean "+tenant, r)
-		}
-		n64, _ := r.rest[0].(int64)
-		c.cleaned += n64
-	}
-	if len(bad) > 0 {
-		cctx, cancel := context.WithTimeout(ctx, w.s.opts.OpTimeout)
-		defer cancel()
-		if err := w.s.rdb.ZRem(cctx, w.s.k.retention(tenant), bad...).Err(); err != nil {
-			return backend("sweep: drop malformed retention entries", err)
+		if budget <= 0 {
+			w.behind(tenant)
+			return nil
 		}
 	}
 	return nil

@@ -184,7 +184,7 @@ func decodeWebhook(id string, m map[string]string) *domain.Webhook {
 	if len(m) == 0 || m["u"] == "" {
 		return nil
 	}
-	w := &domain.Webhook{ID: id, URL: m["u"], Description: m["d"], CreatedAt: msTime(m["ca"]), SealedSecret: m["k"]}
+	w := &domain.Webhook{ID: id, URL: m["u"], Description: m["d"], CreatedAt: domain.TimeMs(atoi(m["ca"])), SealedSecret: m["k"]}
 	for _, l := range m["ev"] {
 		if e := letterEvent(string(l)); e != "" {
 			w.Events = append(w.Events, e)
@@ -633,8 +633,7 @@ func (s *Store) retryMessages(ctx context.Context, tenant string, members []stri
 // message id, _at time (unix ms), _rq request id, then the record's fields.
 func decodeOutboxEntry(tenant string, x redis.XMessage) (domain.WebhookMessage, bool) {
 	m := domain.WebhookMessage{Tenant: tenant, EntryID: x.ID}
-	flat := make([]any, 0, 2*len(x.Values))
-	var rid string
+	var rid, rec string
 	for k, v := range x.Values {
 		sv, _ := v.(string)
 		switch k {
@@ -649,18 +648,17 @@ func decodeOutboxEntry(tenant string, x redis.XMessage) (domain.WebhookMessage, 
 			m.At = time.UnixMilli(n).UTC()
 		case "_rq":
 			rid = sv
-		default:
-			flat = append(flat, k, sv)
+		case "_r":
+			rec = sv
 		}
 	}
 	if m.EndpointID == "" || m.Event == "" || m.ID == "" || rid == "" {
 		return m, false
 	}
-	r, err := decodeRecord(rid, flat)
+	r, err := decodeRecord(rid, rec, false)
 	if err != nil {
 		return m, false
 	}
-	r.Events = nil
 	m.Request = r
 	return m, true
 }

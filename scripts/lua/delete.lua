@@ -1,16 +1,16 @@
--- delete.lua: remove a request, its history (kept in the record) and every index entry.
--- KEYS[1] record hash   KEYS[2..7] status sets q p s f c e   KEYS[8] type set
--- KEYS[9] deadline zset KEYS[10] retention zset
--- ARGV[1] id   ARGV[2] the record's type as read by the caller   ARGV[3] now (unix ms)
--- Returns {0} deleted | {1} not found | {8} type changed under the caller: read again
+-- delete.lua: remove a request, its history (kept in the record), its pacing state
+-- and every index entry. A retention bucket may still list it: the sweeper skips
+-- entries whose record is gone (sweep.lua).
+-- KEYS[1] record   KEYS[2..7] status sets q p s f c e   KEYS[8] deadline zset
+-- KEYS[9] pacing hash
+-- ARGV[1] id   ARGV[2] now (unix ms)
+-- Returns {0} deleted | {1} not found
 local record, id = KEYS[1], ARGV[1]
-local flat = rcall('HGETALL', record)
-if #flat == 0 or gone(flat, ARGV[3]) then return {1} end
-local typ = field(flat, 't')
-if typ ~= ARGV[2] then return {8} end
-rcall('DEL', record)
+local rec = rcall('GET', record)
+if not rec then return {1} end
+local st, _, ex = rec_head(rec)
+if gone(ex, ARGV[2]) then return {1} end
+rcall('DEL', record, KEYS[9])
 for i = 2, 7 do rcall('ZREM', KEYS[i], id) end
 rcall('ZREM', KEYS[8], id)
-rcall('ZREM', KEYS[9], id)
-rcall('ZREM', KEYS[10], id .. ' ' .. typ)
 return {0}

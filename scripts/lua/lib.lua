@@ -19,30 +19,50 @@ local function per_type(spec, t, default)
   return string.sub(spec, s, e - 1)
 end
 
--- record_reply copies a HGETALL reply, leaving out pacing fields ("~caller"),
--- which belong to the record's life but not to its representation.
-local function record_reply(out, flat)
-  for i = 1, #flat, 2 do
-    if string.byte(flat[i], 1) ~= 126 then
-      out[#out + 1] = flat[i]
-      out[#out + 1] = flat[i + 1]
-    end
+-- The record is one string (record.go keeps the Go side): 14 fields joined by
+-- byte 31 (unit separator), which no stored value can contain: JSON texts hold
+-- control characters only escaped, and types, key ids and numbers are plain.
+--  1 s  status letter             2 v  version
+--  3 t  type                      4 ex expires_at (unix ms) or ""
+--  5 b  created_by                6 ua updated_at - created_at (ms)
+--  7 co completed_at - created_at (ms) or ""
+--  8 ev events after the first, "<to><ms since created_at>[@<by>]" joined by ","
+--       (the first, queued at created_at by created_by, is implied; "@by" only
+--       when by differs from created_by)
+--  9 rt result type  10 c context  11 g progress  12 r result
+-- 13 f failure (JSON)              14 x cancellation (JSON)
+-- created_at is the id's own UUIDv7 millisecond, so it is not stored.
+local SEP = '\31'
+
+-- rec_split cuts a record into its 14 fields.
+local function rec_split(s)
+  local t, i = {}, 1
+  for k = 1, 13 do
+    local j = string.find(s, SEP, i, true)
+    t[k] = string.sub(s, i, j - 1)
+    i = j + 1
   end
-  return out
+  t[14] = string.sub(s, i)
+  return t
 end
 
--- field reads one field out of a HGETALL reply.
-local function field(flat, name)
-  for i = 1, #flat, 2 do
-    if flat[i] == name then return flat[i + 1] end
-  end
-  return nil
+local function rec_join(t)
+  return table.concat(t, SEP, 1, 14)
 end
 
--- gone reports whether a record is past its retention even if its TTL has not fired yet.
-local function gone(flat, now)
-  local ex = field(flat, 'ex')
-  return ex ~= nil and tonumber(ex) <= tonumber(now)
+-- rec_head reads status, type and expires_at without cutting the whole record
+-- (poll and list only need these). It also reads a head cut by GETRANGE.
+local function rec_head(s)
+  local a = string.find(s, SEP, 3, true)
+  local b = string.find(s, SEP, a + 1, true)
+  local c = string.find(s, SEP, b + 1, true)
+  return string.sub(s, 1, 1), string.sub(s, a + 1, b - 1), string.sub(s, b + 1, (c or 0) - 1)
+end
+
+-- gone reports whether a record is past its retention even if its TTL has not
+-- fired yet (ex is the record's expires_at field, "" when kept forever).
+local function gone(ex, now)
+  return ex ~= '' and tonumber(ex) <= tonumber(now)
 end
 
 local function terminal(st)
@@ -54,31 +74,19 @@ end
 -- filter hash: q created, p processing, s f c e terminal) contains ev. The
 -- entry holds the endpoint id, the event, the message id (the same for every
 -- endpoint and every retry, and recognisable: msg_<request id>_<ev>), the time,
--- the request id and the record's fields as they are now (flat, as decodeRecord
--- reads them), without pacing fields ("~caller") and events ("e"), so that Go
--- builds the representation of this moment without cjson. maxlen bounds the
--- stream (MAXLEN ~) as a guard; delivered and failed entries are removed one by
--- one by the dispatcher. With no endpoint (HGETALL empty), nothing is written.
--- Returns the number of entries added.
-local function emit_webhooks(hooks, outbox, maxlen, ev, id, now, flat)
+-- the request id and the record string as it is now, so that Go builds the
+-- representation of this moment. maxlen bounds the stream (MAXLEN ~) as a
+-- guard; delivered and failed entries are removed one by one by the dispatcher.
+-- With no endpoint (HGETALL empty), nothing is written. Returns the number of
+-- entries added.
+local function emit_webhooks(hooks, outbox, maxlen, ev, id, now, rec)
   local eps = rcall('HGETALL', hooks)
   if #eps == 0 then return 0 end
-  local entry = nil
   local n = 0
   for i = 1, #eps, 2 do
     if string.find(eps[i + 1], ev, 1, true) then
-      if entry == nil then
-        entry = {'_ep', '', '_ev', ev, '_id', 'msg_' .. id .. '_' .. ev, '_at', now, '_rq', id}
-        for j = 1, #flat, 2 do
-          local f = flat[j]
-          if string.byte(f, 1) ~= 126 and f ~= 'e' then
-            entry[#entry + 1] = f
-            entry[#entry + 1] = flat[j + 1]
-          end
-        end
-      end
-      entry[2] = eps[i]
-      rcall('XADD', outbox, 'MAXLEN', '~', maxlen, '*', unpack(entry))
+      rcall('XADD', outbox, 'MAXLEN', '~', maxlen, '*', '_ep', eps[i], '_ev', ev,
+        '_id', 'msg_' .. id .. '_' .. ev, '_at', now, '_rq', id, '_r', rec)
       n = n + 1
     end
   end

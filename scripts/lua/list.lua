@@ -6,53 +6,40 @@
 -- Order: every index entry's score is its id's own UUIDv7 millisecond (create.lua
 -- sets created_at from the id), so (score, id) order is plain id order: the merge
 -- compares ids, and reads no scores (formatting scores costs more than the walk).
--- Plan: no type -> k-way merge of the given status sets (all six without a status
--- filter); type only -> the type set alone; type and statuses -> walk whichever
--- side has fewer entries in the score range (ZCOUNT, O(log n)) and test the
--- candidates' membership in the other (ZMSCORE), at most ARGV[6] misses per call.
+-- Plan: a k-way merge of the given status sets (all six without a status filter);
+-- with a type filter, each candidate's type is read from its record's head
+-- (GETRANGE: type is the record's third field), at most ARGV[6] misses per call.
+-- There is no type index: a terminal request keeps one index entry, to keep the
+-- memory per request small (docs/listing.md has the costs).
 -- KEYS[1] tenant meta hash
--- KEYS[2 .. 1+n] status sets (n = ARGV[1]): the filter's, all six without a
---         status filter and without a type filter, none with a type filter only
--- KEYS[2+n] type set (only when ARGV[2] = "1")
--- ARGV[1] n: number of status sets      ARGV[2] "1" with a type filter, else "0"
+-- KEYS[2 .. 1+n] status sets (n = ARGV[1]): the filter's, or all six
+-- ARGV[1] n: number of status sets      ARGV[2] type filter, or ""
 -- ARGV[3] max score: newest created_at (ms) still wanted, inclusive, or "+inf"
 --         (with a cursor: at most the cursor's created_at)
 -- ARGV[4] min score: oldest created_at (ms) still wanted, inclusive, or "-inf"
 -- ARGV[5] cursor id ("" on the first page): resume with ids below it
 -- ARGV[6] scan budget: candidates that may be skipped (not matching) in this call
 -- ARGV[7] want: ids to return (>= 1)
+-- ARGV[8] record key prefix ("<prefix>:{<tenant>}:r:"): with a type filter, the
+--         candidates' records (keys of this tenant's slot) are read by name
 -- Returns {0, more, last_id, id1, id2, ...}
 --   more: 1 when more candidates may follow (a next page, or the budget ran out);
 --   last_id: position to resume after ("" when nothing was examined); when the
 --   budget runs out it is past the last id returned.
 --         | {2} tenant frozen
 local meta = KEYS[1]
-local n, with_type = tonumber(ARGV[1]), ARGV[2] == '1'
+local n, want_type = tonumber(ARGV[1]), ARGV[2]
 local maxs, mins = ARGV[3], ARGV[4]
 local cid = ARGV[5]
 local has_cursor = cid ~= ''
 local budget, want = tonumber(ARGV[6]), tonumber(ARGV[7])
+local prefix = ARGV[8]
 
 if rcall('HGET', meta, 'fz') == '1' then return {2} end
 
-local status_keys = {}
-for i = 1, n do status_keys[i] = KEYS[1 + i] end
-local type_key = with_type and KEYS[2 + n] or nil
-
--- Choose which sets drive the walk and which ones a candidate must also be in.
-local drivers, check_type, check_status = status_keys, false, false
-if with_type and n == 0 then
-  drivers = {type_key}
-elseif with_type then
-  local in_status = 0
-  for i = 1, n do in_status = in_status + rcall('ZCOUNT', status_keys[i], mins, maxs) end
-  local in_type = rcall('ZCOUNT', type_key, mins, maxs)
-  if in_type <= in_status then
-    drivers, check_status = {type_key}, true
-  else
-    check_type = true
-  end
-end
+local drivers = {}
+for i = 1, n do drivers[i] = KEYS[1 + i] end
+local check_type = want_type ~= ''
 
 -- One iterator per driver set, reading it newest first in chunks that start at
 -- a fair share of the page and double on every refill (one set usually holds
@@ -89,12 +76,12 @@ local function next_candidate()
   return best, bid
 end
 
--- Candidates in order, with whether each passes the other side's check. With a
--- check, they are taken from the merge in batches and tested with one ZMSCORE
--- per set and batch (taking more than get examined is harmless: the position
--- returned is the last one examined). A batch is sized from the share of
+-- Candidates in order, with whether each passes the type check. With a check,
+-- they are taken from the merge in batches and their records' heads read
+-- (taking more than get examined is harmless: the position returned is the last
+-- one examined). A vanished record fails the check. A batch is sized from the share of
 -- candidates that passed so far, to fetch about what the page still needs.
-local check = check_type or check_status
+local check = check_type
 local pending, ok, pi = {}, {}, 1
 local found, misses, taken, passed = 0, 0, 0, 0
 
@@ -113,13 +100,13 @@ local function fill()
   end
   pending, ok, pi = ids, {}, 1
   if #ids == 0 then return end
-  if check_type then
-    local r = rcall('ZMSCORE', type_key, unpack(ids))
-    for j = 1, #ids do ok[j] = r[j] and true or false end
-  else
-    for i = 1, n do
-      local r = rcall('ZMSCORE', status_keys[i], unpack(ids))
-      for j = 1, #ids do ok[j] = ok[j] or (r[j] and true or false) end
+  for j = 1, #ids do
+    local head = rcall('GETRANGE', prefix .. ids[j], 0, 99)
+    if head ~= '' then
+      local _, t = rec_head(head)
+      ok[j] = t == want_type
+    else
+      ok[j] = false
     end
   end
   taken = taken + #ids

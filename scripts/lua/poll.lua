@@ -1,9 +1,9 @@
 -- poll.lua: read one request and, for a caller, pace its polling and count its read
--- rate limits, all in one round trip (spec §5). Pacing state lives in the record
--- itself as "~<caller>" = "n,at,ra", so it never outlives the request and the
--- terminal transition drops it.
--- KEYS[1] record hash   KEYS[2] tenant meta hash
--- KEYS[3] credential rate counter, KEYS[4] tenant rate counter (both optional)
+-- rate limits, all in one round trip (spec §5). Pacing state lives in the
+-- request's pacing hash, field <caller> = "n,at,ra"; the terminal transition and
+-- delete remove that hash, so it never outlives the request's active life.
+-- KEYS[1] record   KEYS[2] tenant meta hash   KEYS[3] pacing hash
+-- KEYS[4] credential rate counter, KEYS[5] tenant rate counter (both optional)
 -- ARGV[1] now (unix ms)
 -- ARGV[2] caller ("" = read without pacing: events, internal reads)
 -- ARGV[3] early tolerance, e.g. "0.2"
@@ -13,13 +13,11 @@
 -- ARGV[8] tenant limit      ARGV[9] tenant window (ms)       (with KEYS[4])
 -- Every reply starts {code, rl_limit, rl_remaining, rl_reset_ms}: the binding rate
 -- limit after counting (rl_limit -1 when nothing was counted), then:
---   0 ok: retry_after (0 when not paced: terminal), {field, value, ...}: the
---     record's HGETALL as it is, nested and uncopied, pacing fields ("~caller")
---     included (Go skips them) and without the HSET made here (the pacing state)
+--   0 ok: retry_after (0 when not paced: terminal), the record string
 --   1 not found (or past retention) | 2 tenant frozen
 --   3 polled too early: seconds_left (pacing state unchanged)
 --   9 rate limited (nothing else counted or read)
-local record, meta = KEYS[1], KEYS[2]
+local record, meta, pacing = KEYS[1], KEYS[2], KEYS[3]
 local now, caller = ARGV[1], ARGV[2]
 
 if rcall('HGET', meta, 'fz') == '1' then return {2, -1, 0, 0} end
@@ -42,10 +40,10 @@ local function count(key, limit, window)
   end
   return n, tonumber(limit), tonumber(now) + ttl
 end
-if KEYS[3] then
-  local c, climit, creset = count(KEYS[3], ARGV[6], ARGV[7])
+if KEYS[4] then
+  local c, climit, creset = count(KEYS[4], ARGV[6], ARGV[7])
   if c > climit then return {9, climit, 0, fmt_ms(creset)} end
-  local t, tlimit, treset = count(KEYS[4], ARGV[8], ARGV[9])
+  local t, tlimit, treset = count(KEYS[5], ARGV[8], ARGV[9])
   if t > tlimit then return {9, tlimit, 0, fmt_ms(treset)} end
   if tlimit - t < climit - c then
     rl = {tlimit, tlimit - t, fmt_ms(treset)}
@@ -54,26 +52,16 @@ if KEYS[3] then
   end
 end
 
-local flat = rcall('HGETALL', record)
-if #flat == 0 then return {1, rl[1], rl[2], rl[3]} end
-
--- one pass over the reply for the fields this script needs
-local pf = '~' .. caller
-local st, ex, typ, state
-for i = 1, #flat, 2 do
-  local f = flat[i]
-  if f == 's' then st = flat[i + 1]
-  elseif f == 'ex' then ex = flat[i + 1]
-  elseif f == 't' then typ = flat[i + 1]
-  elseif f == pf then state = flat[i + 1]
-  end
-end
-if ex ~= nil and tonumber(ex) <= tonumber(now) then return {1, rl[1], rl[2], rl[3]} end
+local rec = rcall('GET', record)
+if not rec then return {1, rl[1], rl[2], rl[3]} end
+local st, typ, ex = rec_head(rec)
+if gone(ex, now) then return {1, rl[1], rl[2], rl[3]} end
 
 if caller == '' or terminal(st) then
-  return {0, rl[1], rl[2], rl[3], 0, flat}
+  return {0, rl[1], rl[2], rl[3], 0, rec}
 end
 
+local state = rcall('HGET', pacing, caller)
 local n = 0
 if state then
   local a, b = string.find(state, ',', 1, true)
@@ -92,11 +80,11 @@ end
 -- the n-th step of the schedule (the last one past its end)
 n = n + 1
 local sched = ARGV[4]
-if ARGV[5] ~= '' and typ ~= nil then sched = per_type(ARGV[5], typ, sched) end
+if ARGV[5] ~= '' then sched = per_type(ARGV[5], typ, sched) end
 local ra, k = nil, 0
 for s in string.gmatch(sched, '%d+') do
   ra, k = s, k + 1
   if k == n then break end
 end
-rcall('HSET', record, pf, n .. ',' .. now .. ',' .. ra)
-return {0, rl[1], rl[2], rl[3], tonumber(ra), flat}
+rcall('HSET', pacing, caller, n .. ',' .. now .. ',' .. ra)
+return {0, rl[1], rl[2], rl[3], tonumber(ra), rec}
