@@ -64,7 +64,11 @@ func decodeRecord(id, rec string, withEvents bool) (*domain.Request, error) {
 	if !ok {
 		return nil, backend("decode request "+id, errors.New("not a request id"))
 	}
+	// One copy of the record backs every JSON member (json.RawMessage is a byte
+	// slice), instead of one copy each; the other fields stay substrings of rec.
+	b := []byte(rec)
 	var f [recordFields]string
+	var pos [recordFields + 1]int
 	rest := rec
 	for i := 0; i < recordFields-1; i++ {
 		j := strings.IndexByte(rest, recordSep)
@@ -72,8 +76,16 @@ func decodeRecord(id, rec string, withEvents bool) (*domain.Request, error) {
 			return nil, backend("decode request "+id, fmt.Errorf("record has %d fields, want %d", i+1, recordFields))
 		}
 		f[i], rest = rest[:j], rest[j+1:]
+		pos[i+1] = pos[i] + j + 1
 	}
 	f[recordFields-1] = rest
+	pos[recordFields] = len(rec) + 1
+	raw := func(i int) json.RawMessage {
+		if pos[i+1]-1 == pos[i] {
+			return nil
+		}
+		return b[pos[i] : pos[i+1]-1 : pos[i+1]-1]
+	}
 	st, known := codeStatus[f[fStatus]]
 	if !known {
 		return nil, backend("decode request "+id, fmt.Errorf("record with status %q", f[fStatus]))
@@ -90,22 +102,15 @@ func decodeRecord(id, rec string, withEvents bool) (*domain.Request, error) {
 		t := domain.TimeMs(atoi(v))
 		r.ExpiresAt = &t
 	}
-	r.Context = raw(f[fContext])
-	r.Progress = raw(f[fProgress])
-	r.Result = raw(f[fResult])
-	r.Failure = raw(f[fFailure])
-	r.Cancellation = raw(f[fCancellation])
+	r.Context = raw(fContext)
+	r.Progress = raw(fProgress)
+	r.Result = raw(fResult)
+	r.Failure = raw(fFailure)
+	r.Cancellation = raw(fCancellation)
 	if withEvents {
 		r.Events = decodeEvents(ca, r.CreatedBy, f[fEvents])
 	}
 	return r, nil
-}
-
-func raw(v string) json.RawMessage {
-	if v == "" {
-		return nil
-	}
-	return json.RawMessage(v)
 }
 
 func atoi(v string) int64 {

@@ -1,0 +1,81 @@
+package store
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/asyncstatus/asyncstatus/internal/domain"
+)
+
+func TestRecordRoundTrip(t *testing.T) {
+	u := uuid.Must(uuid.NewV7())
+	id := u.String()
+	ca, ok := idMillis(id)
+	if !ok || ca != uuidTime(u).UnixMilli() {
+		t.Fatalf("idMillis %d %v, want %d", ca, ok, uuidTime(u).UnixMilli())
+	}
+	rec := newRecord("statement.export", "key_a", json.RawMessage(`{"a":1}`))
+	r, err := decodeRecord(id, rec, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != domain.StatusQueued || r.Version != 1 || r.Type != "statement.export" || r.CreatedBy != "key_a" ||
+		string(r.Context) != `{"a":1}` || r.Progress != nil || r.Result != nil || r.CompletedAt != nil || r.ExpiresAt != nil ||
+		!r.UpdatedAt.Equal(r.CreatedAt.Time) || r.CreatedAt.UnixMilli() != ca || len(r.Events) != 1 || r.Events[0].From != nil {
+		t.Fatalf("decoded %+v", r)
+	}
+
+	// as transition.lua leaves a completed record: events after the first, one by
+	// another key, times as offsets from created_at
+	f := strings.Split(rec, "\x1f")
+	f[fStatus], f[fVersion], f[fExpires], f[fUpdated], f[fCompleted] = "s", "3", "1900000000000", "4512", "4512"
+	f[fEvents] = "p412,s4512@system"
+	f[fResultType], f[fResult], f[fProgress] = "answer", `{"v":[1,2]}`, `{"percent":40}`
+	r, err = decodeRecord(id, strings.Join(f, "\x1f"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Done || r.Version != 3 || r.UpdatedAt.UnixMilli() != ca+4512 || r.CompletedAt.UnixMilli() != ca+4512 ||
+		r.ExpiresAt.UnixMilli() != 1900000000000 || string(r.Result) != `{"v":[1,2]}` || string(r.Progress) != `{"percent":40}` ||
+		r.Context == nil || r.Failure != nil || r.Cancellation != nil {
+		t.Fatalf("decoded %+v", r)
+	}
+	ev := r.Events
+	if len(ev) != 3 || ev[1].To != domain.StatusProcessing || *ev[1].From != domain.StatusQueued || ev[1].By != "key_a" ||
+		ev[1].At.UnixMilli() != ca+412 || ev[2].To != domain.StatusSucceeded || *ev[2].From != domain.StatusProcessing ||
+		ev[2].By != "system" || ev[2].Seq != 3 {
+		t.Fatalf("events %+v", ev)
+	}
+	// members must not share backing bytes with each other's appends
+	r.Context = append(r.Context, '!')
+	if string(r.Progress) != `{"percent":40}` {
+		t.Fatal("json members overlap")
+	}
+	if r2, _ := decodeRecord(id, strings.Join(f, "\x1f"), false); r2.Events != nil {
+		t.Fatal("events decoded without withEvents")
+	}
+}
+
+func TestDecodeRecordRejectsGarbage(t *testing.T) {
+	id := uuid.Must(uuid.NewV7()).String()
+	for _, rec := range []string{"", "q", "x\x1f1\x1ft\x1f\x1fb\x1f0\x1f\x1f\x1f\x1f\x1f\x1f\x1f\x1f", strings.Repeat("\x1f", 12)} {
+		if _, err := decodeRecord(id, rec, true); err == nil {
+			t.Errorf("decodeRecord(%q) accepted", rec)
+		}
+	}
+	if _, err := decodeRecord("not-an-id", newRecord("x", "k", nil), true); err == nil {
+		t.Error("a record under a bad id decoded")
+	}
+}
+
+func FuzzDecodeRecord(f *testing.F) {
+	f.Add(newRecord("x", "key_a", json.RawMessage(`{}`)))
+	f.Add("s\x1f2\x1fx\x1f\x1fb\x1f-5\x1f9\x1fs,p,@,x1@\x1f\x1f\x1f\x1f\x1f\x1f")
+	id := uuid.Must(uuid.NewV7()).String()
+	f.Fuzz(func(t *testing.T, rec string) {
+		_, _ = decodeRecord(id, rec, true) // must not panic
+	})
+}
