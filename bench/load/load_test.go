@@ -114,7 +114,7 @@ func TestKeyPattern(t *testing.T) {
 	for in, want := range map[string]string{
 		"as:{benchmem}:r:01936f7e-8a3c-7b51-9a56-2f3c1e0d4b7a": "as:{T}:r:<id>",
 		"as:{benchw}:ik:0123456789abcdef0123456789abcdef":      "as:{T}:ik:<digest>",
-		"as:{benchmem}:ix:s:s":                                 "as:{T}:ix:s:s",
+		"as:{benchmem}:ix:s:statement.export":                  "as:{T}:ix:s:statement.export",
 		"as:{benchmem}:rb:1795983090000":                       "as:{T}:rb:<ms>",
 		"as:key:key_abcdefghijklmnop":                          "as:key:<key-id>",
 		"bl:{bench}:ix":                                        "bl:{T}:ix",

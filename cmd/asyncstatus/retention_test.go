@@ -101,7 +101,7 @@ func TestRetentionReapplyCommand(t *testing.T) {
 }
 
 func globexID(t *testing.T, rdb *redis.Client, prefix string) string {
-	ids, err := rdb.ZRange(context.Background(), prefix+":{globex}:ix:s:c", 0, 0).Result()
+	ids, err := rdb.ZRange(context.Background(), prefix+":{globex}:ix:c:x", 0, 0).Result()
 	if err != nil || len(ids) == 0 {
 		t.Fatalf("globex: %v", err)
 	}

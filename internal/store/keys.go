@@ -26,10 +26,20 @@ func (k keys) pacing(tenant, id string) string { return k.prefix + ":{" + tenant
 // meta: hash of tenant flags (fz = "1" while frozen). No TTL.
 func (k keys) meta(tenant string) string { return k.prefix + ":{" + tenant + "}:m" }
 
-// statusSet: zset of the tenant's request ids in one status, score created_at ms.
-func (k keys) statusSet(tenant string, s domain.Status) string {
-	return k.prefix + ":{" + tenant + "}:ix:s:" + statusCode[s]
+// index: zset of the tenant's request ids in one status and of one type, score
+// created_at ms. A request is in exactly one index (its status, its type), so a
+// terminal request costs one index entry, and a listing by status, by type, or
+// by both reads exactly the sets it needs (list.lua). Scripts that learn the
+// type from the record name the set from indexPrefix.
+func (k keys) index(tenant string, s domain.Status, typ string) string {
+	return k.indexPrefix(tenant) + statusCode[s] + ":" + typ
 }
+
+func (k keys) indexPrefix(tenant string) string { return k.prefix + ":{" + tenant + "}:ix:" }
+
+// types: set of the types the tenant has ever created; listings without a type
+// filter merge the indexes of each. No TTL (it stays small).
+func (k keys) types(tenant string) string { return k.prefix + ":{" + tenant + "}:types" }
 
 // deadlines: zset of non-terminal request ids, score = when the sweeper must time
 // them out (queued or processing timeout), unix ms.
@@ -37,7 +47,7 @@ func (k keys) deadlines(tenant string) string { return k.prefix + ":{" + tenant 
 
 // retentionBuckets: zset of the ends (unix ms, member = score) of the tenant's
 // retention buckets. A bucket, "<retentionBucketPrefix><end>", is a list of
-// "<status letter><id>" of terminal records whose expires_at falls in
+// "<status letter><id><type>" of terminal records whose expires_at falls in
 // [end - width, end); the sweeper empties it once end has passed (sweep.lua).
 // Lists of short entries are compact (listpack), where a zset entry per record
 // would cost ~150 B: see docs/performance.md.

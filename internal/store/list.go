@@ -61,13 +61,14 @@ func (s *Store) List(ctx context.Context, tenant string, f domain.ListFilter) (*
 		maxMs = f.CreatedBefore.UnixMilli() // inclusive: UnixMilli rounds down
 	}
 
-	keys := []string{s.k.meta(tenant)}
+	keys := []string{s.k.meta(tenant), s.k.types(tenant)}
 	statuses := f.Statuses
 	if len(statuses) == 0 {
 		statuses = domain.Statuses[:]
 	}
+	letters := ""
 	for _, st := range statuses {
-		keys = append(keys, s.k.statusSet(tenant, st))
+		letters += statusCode[st]
 	}
 	wantStatus := map[domain.Status]bool{}
 	for _, st := range f.Statuses {
@@ -87,8 +88,8 @@ func (s *Store) List(ctx context.Context, tenant string, f domain.ListFilter) (*
 		if top != math.MaxInt64 {
 			maxScore = strconv.FormatInt(top, 10)
 		}
-		r, err := s.run(ctx, s.sc.list, keys, strconv.Itoa(len(statuses)), f.Type, maxScore, minScore,
-			cID, strconv.Itoa(s.opts.ListScanBudget), strconv.Itoa(limit-len(page.Items)), s.k.recordPrefix(tenant))
+		r, err := s.run(ctx, s.sc.list, keys, letters, f.Type, maxScore, minScore,
+			cID, strconv.Itoa(limit-len(page.Items)), s.k.indexPrefix(tenant))
 		if err != nil {
 			return nil, backend("list requests", err)
 		}

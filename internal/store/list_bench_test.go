@@ -95,7 +95,8 @@ func seedTenant(b *testing.B, rdb *redis.Client, prefix, tenant string, n int) t
 				zs["dl"] = append(zs["dl"], redis.Z{Score: float64(now + int64(time.Hour/time.Millisecond)), Member: id})
 			}
 			p.Set(ctx, k("r:"+id), strings.Join(f, "\x1f"), 0)
-			zs["ix:s:"+c] = append(zs["ix:s:"+c], redis.Z{Score: float64(ca), Member: id})
+			zs["ix:"+c+":"+typ] = append(zs["ix:"+c+":"+typ], redis.Z{Score: float64(ca), Member: id})
+			p.SAdd(ctx, k("types"), typ)
 		}
 		for key, members := range zs {
 			p.ZAdd(ctx, k(key), members...)

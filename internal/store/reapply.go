@@ -58,9 +58,17 @@ func (s *Store) ReapplyRetention(ctx context.Context, o ReapplyOptions) (Reapply
 	for _, t := range tenants {
 		p.Tenant = t
 		p.Tenants++
-		for _, st := range []domain.Status{domain.StatusSucceeded, domain.StatusFailed, domain.StatusCancelled, domain.StatusExpired} {
-			if err := s.reapplySet(ctx, t, st, o.DryRun, &p, report); err != nil {
-				return p, err
+		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+		types, err := s.rdb.SMembers(cctx, s.k.types(t)).Result()
+		cancel()
+		if err != nil {
+			return p, backend("reapply retention: read types of "+t, err)
+		}
+		for _, typ := range types {
+			for _, st := range []domain.Status{domain.StatusSucceeded, domain.StatusFailed, domain.StatusCancelled, domain.StatusExpired} {
+				if err := s.reapplySet(ctx, t, s.k.index(t, st, typ), o.DryRun, &p, report); err != nil {
+					return p, err
+				}
 			}
 		}
 		report()
@@ -87,10 +95,9 @@ func (s *Store) tenantList(ctx context.Context) ([]string, error) {
 	}
 }
 
-// reapplySet walks one terminal status set with ZSCAN, which returns every entry
+// reapplySet walks one terminal index with ZSCAN, which returns every entry
 // present for the whole walk at least once, however the set changes meanwhile.
-func (s *Store) reapplySet(ctx context.Context, tenant string, st domain.Status, dry bool, p *ReapplyProgress, report func()) error {
-	set := s.k.statusSet(tenant, st)
+func (s *Store) reapplySet(ctx context.Context, tenant, set string, dry bool, p *ReapplyProgress, report func()) error {
 	var cursor uint64
 	for {
 		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
@@ -124,15 +131,12 @@ func (s *Store) reapplySet(ctx context.Context, tenant string, st domain.Status,
 // reapplyRecords applies retention to records in one script call.
 func (s *Store) reapplyRecords(ctx context.Context, tenant string, ids []string, dry bool, p *ReapplyProgress) error {
 	keys := []string{s.k.retentionBuckets(tenant)}
-	for _, st := range []domain.Status{domain.StatusSucceeded, domain.StatusFailed, domain.StatusCancelled, domain.StatusExpired} {
-		keys = append(keys, s.k.statusSet(tenant, st))
-	}
 	dryArg := "0"
 	if dry {
 		dryArg = "1"
 	}
 	args := []any{ms(s.now()), strconv.FormatInt(s.opts.Retention.Milliseconds(), 10), s.retentionByType, dryArg,
-		s.opts.RetentionBucket.Milliseconds(), s.k.retentionBucketPrefix(tenant)}
+		s.opts.RetentionBucket.Milliseconds(), s.k.retentionBucketPrefix(tenant), s.k.indexPrefix(tenant)}
 	for _, id := range ids {
 		ca, ok := idMillis(id)
 		if !ok {
@@ -142,7 +146,7 @@ func (s *Store) reapplyRecords(ctx context.Context, tenant string, ids []string,
 		keys = append(keys, s.k.record(tenant, id))
 		args = append(args, id, ca)
 	}
-	if len(keys) == 5 {
+	if len(keys) == 1 {
 		return nil
 	}
 	r, err := s.run(ctx, s.sc.reapply, keys, args...)

@@ -72,7 +72,7 @@ func TestReapplyRetention(t *testing.T) {
 		}
 		// listed in the retention bucket of its new expires_at (default width 10 s)
 		end := strconv.FormatInt((x.ExpiresAt.UnixMilli()/10000+1)*10000, 10)
-		if !slices.Contains(f.rdb.LRange(ctx, f.prefix+":{acme}:rb:"+end, 0, -1).Val(), "s"+ids["x"]) ||
+		if !slices.Contains(f.rdb.LRange(ctx, f.prefix+":{acme}:rb:"+end, 0, -1).Val(), "s"+ids["x"]+"x") ||
 			!zscore(t, f.rdb, f.prefix+":{acme}:rbi", end) {
 			t.Fatalf("x: no retention bucket entry at %s", end)
 		}
@@ -86,7 +86,7 @@ func TestReapplyRetention(t *testing.T) {
 			id := ids[typ]
 			_, _, err := pollOf(f.s, "acme", id, "")
 			wantCode(t, err, domain.NotFound)
-			for _, key := range []string{":r:" + id, ":ix:s:s"} {
+			for _, key := range []string{":r:" + id, ":ix:s:" + typ} {
 				if key[1] == 'r' {
 					if f.rdb.Exists(ctx, f.prefix+":{acme}"+key).Val() != 0 {
 						t.Fatalf("%s: record left", typ)

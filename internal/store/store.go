@@ -41,10 +41,6 @@ type Options struct {
 	// PollRate, when set, makes the poll script count the read rate limits itself,
 	// in the poll's own round trip, on the same counters as internal/ratelimit.
 	PollRate *PollRate
-	// ListScanBudget bounds the non-matching index entries one list script call may
-	// skip (a type and status filter that rarely meet); a page may then come out
-	// short, with a next cursor. default: 1000.
-	ListScanBudget int
 	// Now is the clock; default time.Now. Tests and the embedded store inject theirs.
 	Now func() time.Time
 	// ScriptObserver, when set, is told the latency and error of every Lua script
@@ -113,9 +109,6 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
-	}
-	if o.ListScanBudget <= 0 {
-		o.ListScanBudget = 1000
 	}
 	if o.RetentionBucket < time.Millisecond {
 		o.RetentionBucket = 10 * time.Second
@@ -213,8 +206,8 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 		id := u.String()
 		// created_at is the id's own timestamp, so that id order is creation order.
 		created := uuidTime(u)
-		keys := []string{s.k.record(p.Tenant, id), s.k.meta(p.Tenant), s.k.statusSet(p.Tenant, domain.StatusQueued),
-			s.k.deadlines(p.Tenant), s.k.webhookFilter(p.Tenant), s.k.outbox(p.Tenant)}
+		keys := []string{s.k.record(p.Tenant, id), s.k.meta(p.Tenant), s.k.index(p.Tenant, domain.StatusQueued, in.Type),
+			s.k.deadlines(p.Tenant), s.k.types(p.Tenant), s.k.webhookFilter(p.Tenant), s.k.outbox(p.Tenant)}
 		if p.IdemKey != "" {
 			keys = append(keys, s.idemKey(p.Tenant, "create", "", p.IdemKey))
 		}
@@ -223,7 +216,7 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 			qt = d
 		}
 		r, err := s.run(ctx, s.sc.create, keys, id, ms(created), newRecord(in.Type, p.CreatedBy, in.Context),
-			ms(created.Add(qt)), fp, s.opts.IdempotencyTTL.Milliseconds(), stale, outboxCap)
+			ms(created.Add(qt)), fp, s.opts.IdempotencyTTL.Milliseconds(), stale, outboxCap, in.Type)
 		if err != nil {
 			return nil, false, backend("create request", err)
 		}
@@ -431,10 +424,8 @@ func (s *Store) transition(ctx context.Context, p domain.TransitionParams, op st
 		return nil, domain.ErrNotFound()
 	}
 	ca, _ := idMillis(p.ID)
-	keys := []string{s.k.record(p.Tenant, p.ID), s.k.statusSet(p.Tenant, domain.StatusQueued),
-		s.k.statusSet(p.Tenant, domain.StatusProcessing), s.k.statusSet(p.Tenant, to),
-		s.k.deadlines(p.Tenant), s.k.retentionBuckets(p.Tenant), s.k.pacing(p.Tenant, p.ID),
-		s.k.webhookFilter(p.Tenant), s.k.outbox(p.Tenant)}
+	keys := []string{s.k.record(p.Tenant, p.ID), s.k.deadlines(p.Tenant), s.k.retentionBuckets(p.Tenant),
+		s.k.pacing(p.Tenant, p.ID), s.k.webhookFilter(p.Tenant), s.k.outbox(p.Tenant)}
 	fp := ""
 	if p.IdemKey != "" {
 		keys = append(keys, s.idemKey(p.Tenant, op, p.ID, p.IdemKey))
@@ -444,7 +435,7 @@ func (s *Store) transition(ctx context.Context, p domain.TransitionParams, op st
 		s.opts.ProcessingTimeout.Milliseconds(), s.processingByType,
 		s.opts.Retention.Milliseconds(), s.retentionByType,
 		fp, s.opts.IdempotencyTTL.Milliseconds(), p.ID, outboxCap,
-		ca, s.opts.RetentionBucket.Milliseconds(), s.k.retentionBucketPrefix(p.Tenant))
+		ca, s.opts.RetentionBucket.Milliseconds(), s.k.retentionBucketPrefix(p.Tenant), s.k.indexPrefix(p.Tenant))
 	if err != nil {
 		return nil, backend(op+" request "+p.ID, err)
 	}
@@ -466,12 +457,8 @@ func (s *Store) Delete(ctx context.Context, tenant, id string) error {
 	if !validID(id) {
 		return domain.ErrNotFound()
 	}
-	keys := []string{s.k.record(tenant, id)}
-	for _, st := range domain.Statuses {
-		keys = append(keys, s.k.statusSet(tenant, st))
-	}
-	keys = append(keys, s.k.deadlines(tenant), s.k.pacing(tenant, id))
-	r, err := s.run(ctx, s.sc.remove, keys, id, ms(s.now()))
+	keys := []string{s.k.record(tenant, id), s.k.deadlines(tenant), s.k.pacing(tenant, id)}
+	r, err := s.run(ctx, s.sc.remove, keys, id, ms(s.now()), s.k.indexPrefix(tenant))
 	if err != nil {
 		return backend("delete request "+id, err)
 	}

@@ -117,7 +117,7 @@ func TestLifecycle(t *testing.T) {
 		if got.Type != "statement.export" || string(got.Context) != `{"a":1}` || got.CreatedBy != "key_a" || !got.CreatedAt.Equal(r.CreatedAt.Time) {
 			t.Fatalf("read back %+v", got)
 		}
-		if !zscore(t, f.rdb, f.prefix+":{acme}:ix:s:q", r.ID) || !zscore(t, f.rdb, f.prefix+":{acme}:dl", r.ID) {
+		if !zscore(t, f.rdb, f.prefix+":{acme}:ix:q:statement.export", r.ID) || !zscore(t, f.rdb, f.prefix+":{acme}:dl", r.ID) {
 			t.Fatal("create did not index the request")
 		}
 
@@ -131,7 +131,7 @@ func TestLifecycle(t *testing.T) {
 		if err != nil || hb.Version != 3 || string(hb.Progress) != `{"percent":40}` || !hb.UpdatedAt.After(p.UpdatedAt.Time) {
 			t.Fatalf("heartbeat: %+v %v", hb, err)
 		}
-		if zscore(t, f.rdb, f.prefix+":{acme}:ix:s:q", r.ID) || !zscore(t, f.rdb, f.prefix+":{acme}:ix:s:p", r.ID) {
+		if zscore(t, f.rdb, f.prefix+":{acme}:ix:q:statement.export", r.ID) || !zscore(t, f.rdb, f.prefix+":{acme}:ix:p:statement.export", r.ID) {
 			t.Fatal("processing did not move the index entry")
 		}
 
@@ -145,7 +145,7 @@ func TestLifecycle(t *testing.T) {
 		if ttl := f.rdb.PTTL(ctx, f.prefix+":{acme}:r:"+r.ID).Val(); ttl <= 0 || ttl > time.Hour+time.Minute {
 			t.Fatalf("record TTL %v, want about an hour", ttl)
 		}
-		if zscore(t, f.rdb, f.prefix+":{acme}:ix:s:p", r.ID) || !zscore(t, f.rdb, f.prefix+":{acme}:ix:s:s", r.ID) || zscore(t, f.rdb, f.prefix+":{acme}:dl", r.ID) {
+		if zscore(t, f.rdb, f.prefix+":{acme}:ix:p:statement.export", r.ID) || !zscore(t, f.rdb, f.prefix+":{acme}:ix:s:statement.export", r.ID) || zscore(t, f.rdb, f.prefix+":{acme}:dl", r.ID) {
 			t.Fatal("complete did not move the index entries")
 		}
 		evs, err := f.s.Events(ctx, "acme", r.ID)
@@ -259,7 +259,7 @@ func TestIdempotentCreate(t *testing.T) {
 				t.Fatalf("racing creates with one key: %v, id %q vs %q", errs[i], ids[i], ids[0])
 			}
 		}
-		n1, _ := f.rdb.ZCard(ctx, f.prefix+":{acme}:ix:s:q").Result()
+		n1, _ := f.rdb.ZCard(ctx, f.prefix+":{acme}:ix:q:x").Result()
 		if n1 != 1 {
 			t.Fatalf("racing creates made %d requests", n1)
 		}
@@ -409,7 +409,7 @@ func TestDeleteRemovesEverything(t *testing.T) {
 		_, _, err := pollOf(f.s, "acme", r.ID, "")
 		wantCode(t, err, domain.NotFound)
 		wantCode(t, f.s.Delete(ctx, "acme", r.ID), domain.NotFound)
-		for _, k := range []string{":ix:s:q", ":ix:s:s", ":dl"} {
+		for _, k := range []string{":ix:q:x", ":ix:s:x", ":dl"} {
 			if zscore(t, f.rdb, f.prefix+":{acme}"+k, r.ID) {
 				t.Fatalf("%s still holds the deleted request", k)
 			}

@@ -332,12 +332,9 @@ func (w *Sweeper) clean(ctx context.Context, tenant string, due []redis.Z, now t
 	for _, z := range due {
 		end := strconv.FormatInt(int64(z.Score), 10)
 		keys := []string{w.s.k.retentionBucketPrefix(tenant) + end, w.s.k.retentionBuckets(tenant)}
-		for _, st := range []domain.Status{domain.StatusSucceeded, domain.StatusFailed, domain.StatusCancelled, domain.StatusExpired} {
-			keys = append(keys, w.s.k.statusSet(tenant, st))
-		}
 		for budget > 0 {
 			n := min(budget, sweepChunk)
-			r, err := w.s.run(ctx, w.s.sc.sweep, keys, ms(now), n, w.s.k.recordPrefix(tenant), end)
+			r, err := w.s.run(ctx, w.s.sc.sweep, keys, ms(now), n, w.s.k.recordPrefix(tenant), end, w.s.k.indexPrefix(tenant))
 			if err != nil {
 				return backend("sweep: clean "+tenant, err)
 			}

@@ -1,20 +1,21 @@
 -- create.lua: register a new request (its record holds its first event), its index
 -- entries, and the Idempotency-Key, all in one atomic step.
 -- KEYS[1] record                 KEYS[2] tenant meta hash
--- KEYS[3] status set (queued)    KEYS[4] deadline zset
--- KEYS[5] webhook filter hash (endpoint id -> event letters)
--- KEYS[6] webhook outbox stream  KEYS[7] idempotency key (optional)
+-- KEYS[3] index (queued, its type)    KEYS[4] deadline zset
+-- KEYS[5] the tenant's types set
+-- KEYS[6] webhook filter hash (endpoint id -> event letters)
+-- KEYS[7] webhook outbox stream  KEYS[8] idempotency key (optional)
 -- ARGV[1] id                     ARGV[2] now = created_at (unix ms, the id's own)
 -- ARGV[3] the record (lib.lua's layout, built by record.go)
 -- ARGV[4] queued deadline (unix ms)
 -- ARGV[5] idempotency fingerprint (body digest)   ARGV[6] idempotency ttl (ms)
 -- ARGV[7] stale id: an idempotency entry naming this id may be replaced (its record is gone)
--- ARGV[8] outbox bound (XADD MAXLEN ~)
+-- ARGV[8] outbox bound (XADD MAXLEN ~)   ARGV[9] type
 -- A created request emits request.created to the endpoints that asked for it (emit_webhooks).
 -- Returns {0} created | {2} tenant frozen | {4} idempotency key reused with another body
 --         {5, id} replay: the key already made request id
-local record, meta, qset, deadlines, hooks, outbox, idem =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local record, meta, qset, deadlines, types, hooks, outbox, idem =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local id, now, rec = ARGV[1], ARGV[2], ARGV[3]
 
 if rcall('HGET', meta, 'fz') == '1' then return {2} end
@@ -32,6 +33,7 @@ end
 if not rcall('SET', record, rec, 'NX') then return redis.error_reply('ERR id collision') end
 rcall('ZADD', qset, now, id)
 rcall('ZADD', deadlines, ARGV[4], id)
+rcall('SADD', types, ARGV[9])
 if idem then
   rcall('SET', idem, ARGV[5] .. '|' .. id, 'PX', ARGV[6])
 end

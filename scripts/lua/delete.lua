@@ -1,16 +1,17 @@
 -- delete.lua: remove a request, its history (kept in the record), its pacing state
--- and every index entry. A retention bucket may still list it: the sweeper skips
+-- and its index entries. A retention bucket may still list it: the sweeper skips
 -- entries whose record is gone (sweep.lua).
--- KEYS[1] record   KEYS[2..7] status sets q p s f c e   KEYS[8] deadline zset
--- KEYS[9] pacing hash
+-- KEYS[1] record   KEYS[2] deadline zset   KEYS[3] pacing hash
 -- ARGV[1] id   ARGV[2] now (unix ms)
+-- ARGV[3] index key prefix ("<prefix>:{<tenant>}:ix:"): the request's index,
+--         "<prefix><status letter>:<type>", is named from its record (same slot)
 -- Returns {0} deleted | {1} not found
 local record, id = KEYS[1], ARGV[1]
 local rec = rcall('GET', record)
 if not rec then return {1} end
-local st, _, ex = rec_head(rec)
+local st, typ, ex = rec_head(rec)
 if gone(ex, ARGV[2]) then return {1} end
-rcall('DEL', record, KEYS[9])
-for i = 2, 7 do rcall('ZREM', KEYS[i], id) end
-rcall('ZREM', KEYS[8], id)
+rcall('DEL', record, KEYS[3])
+rcall('ZREM', ARGV[3] .. st .. ':' .. typ, id)
+rcall('ZREM', KEYS[2], id)
 return {0}

@@ -6,21 +6,20 @@
 -- record that is present and not past its expires_at. A record whose new (or old)
 -- expires_at has passed is deleted now with its index entry. Non-terminal and
 -- vanished records are left alone. A dry run only counts.
--- KEYS[1] retention bucket index   KEYS[2..5] status sets s f c e
--- KEYS[5 + i] record i
+-- KEYS[1] retention bucket index   KEYS[1 + i] record i
 -- ARGV[1] now (unix ms)   ARGV[2] retention (ms, 0 = forever)
 -- ARGV[3] per-type retention ";t=ms;"   ARGV[4] "1" for a dry run, else "0"
 -- ARGV[5] retention bucket width (ms)   ARGV[6] retention bucket key prefix
--- ARGV[5 + 2i] record i's id   ARGV[6 + 2i] its created_at (unix ms)
+-- ARGV[7] index key prefix (a record's index is "<prefix><status letter>:<type>")
+-- ARGV[6 + 2i] record i's id   ARGV[7 + 2i] its created_at (unix ms)
 -- Returns {0, updated, deleted, unchanged, skipped}
 local buckets, now, dry = KEYS[1], tonumber(ARGV[1]), ARGV[4] == '1'
-local sets = {s = KEYS[2], f = KEYS[3], c = KEYS[4], e = KEYS[5]}
 local w = tonumber(ARGV[5])
 local updated, deleted, unchanged, skipped = 0, 0, 0, 0
 local i = 1
-while ARGV[5 + 2 * i] do
-  local id, ca = ARGV[5 + 2 * i], tonumber(ARGV[6 + 2 * i])
-  local record = KEYS[5 + i]
+while ARGV[6 + 2 * i] do
+  local id, ca = ARGV[6 + 2 * i], tonumber(ARGV[7 + 2 * i])
+  local record = KEYS[1 + i]
   local rec = rcall('GET', record)
   local f = rec and rec_split(rec)
   if not f or not terminal(f[1]) or f[7] == '' then
@@ -32,7 +31,7 @@ while ARGV[5 + 2 * i] do
       -- already gone for every reader, or gone under the new configuration
       if not dry then
         rcall('DEL', record)
-        rcall('ZREM', sets[f[1]], id)
+        rcall('ZREM', ARGV[7] .. f[1] .. ':' .. f[3], id)
       end
       deleted = deleted + 1
     elseif keep == 0 then
@@ -54,7 +53,7 @@ while ARGV[5 + 2 * i] do
           f[4] = exs
           rcall('SET', record, rec_join(f), 'PXAT', exs)
           local bend = fmt_ms((math.floor(newex / w) + 1) * w)
-          if rcall('RPUSH', ARGV[6] .. bend, f[1] .. id) == 1 then
+          if rcall('RPUSH', ARGV[6] .. bend, f[1] .. id .. f[3]) == 1 then
             rcall('ZADD', buckets, bend, bend)
           end
         end

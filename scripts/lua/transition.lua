@@ -2,11 +2,10 @@
 -- (start or heartbeat), complete, fail, cancel, and the sweeper's timeouts. It checks
 -- the stored status, writes the new record (its event included), every index entry
 -- and the Idempotency-Key at once; a terminal record is never written again.
--- KEYS[1] record           KEYS[2] queued set     KEYS[3] processing set
--- KEYS[4] target status set (the processing set for "p")
--- KEYS[5] deadline zset    KEYS[6] retention bucket index (zset of bucket ends)
--- KEYS[7] pacing hash      KEYS[8] webhook filter hash (endpoint id -> event letters)
--- KEYS[9] webhook outbox stream                    KEYS[10] idempotency key (optional)
+-- KEYS[1] record           KEYS[2] deadline zset
+-- KEYS[3] retention bucket index (zset of bucket ends)
+-- KEYS[4] pacing hash      KEYS[5] webhook filter hash (endpoint id -> event letters)
+-- KEYS[6] webhook outbox stream                    KEYS[7] idempotency key (optional)
 -- ARGV[1] target status: p s f c e        ARGV[2] now (unix ms)
 -- ARGV[3] by (key id, or "system")
 -- ARGV[4] payload: progress / result / failure JSON, cancel reason JSON, or ""
@@ -19,10 +18,13 @@
 -- ARGV[13] request id                    ARGV[14] outbox bound (XADD MAXLEN ~)
 -- ARGV[15] created_at (unix ms, the id's) ARGV[16] retention bucket width (ms)
 -- ARGV[17] retention bucket key prefix ("<prefix>:{<tenant>}:rb:"): a terminal
---          record that will expire is listed as "<status letter><id>" in the bucket
+--          record that will expire is listed as "<status letter><id><type>" in the bucket
 --          "<prefix><end ms>" (a list under the tenant's hash tag, so in this slot;
 --          its name depends on expires_at, known only here) and the bucket's end
---          in KEYS[6]; the sweeper empties buckets once they end (sweep.lua).
+--          in KEYS[3]; the sweeper empties buckets once they end (sweep.lua).
+-- ARGV[18] index key prefix ("<prefix>:{<tenant>}:ix:"): the request's index is
+--          "<prefix><status letter>:<type>", named here because only the record
+--          knows the type (same hash tag, so this slot).
 -- An applied status change emits its webhook event (emit_webhooks): queued ->
 -- processing emits p (request.processing), a terminal status its own letter. A
 -- heartbeat (processing -> processing) emits nothing.
@@ -31,8 +33,8 @@
 --         {5, record} idempotent replay
 --         {6, record} already terminal (record untouched)
 --         {7} sweeper guard failed: nothing to do
-local record, qset, pset, target, deadlines, buckets, pacing, hooks, outbox, idem =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local record, deadlines, buckets, pacing, hooks, outbox, idem =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local to, now, by, payload, guard, id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[6], ARGV[13]
 
 local rec = rcall('GET', record)
@@ -62,8 +64,9 @@ local ca = ARGV[15]
 local d = fmt_ms(tonumber(now) - tonumber(ca))
 f[6] = d
 if from ~= to then
-  rcall('ZREM', from == 'q' and qset or pset, id)
-  rcall('ZADD', target, ca, id)
+  local ix = ARGV[18]
+  rcall('ZREM', ix .. from .. ':' .. f[3], id)
+  rcall('ZADD', ix .. to .. ':' .. f[3], ca, id)
   f[1] = to
   local ev = to .. d
   if by ~= f[5] then ev = ev .. '@' .. by end
@@ -97,7 +100,7 @@ else
     rcall('SET', record, rec, 'PXAT', f[4])
     local w = tonumber(ARGV[16])
     local bend = fmt_ms((math.floor(ex / w) + 1) * w)
-    if rcall('RPUSH', ARGV[17] .. bend, to .. id) == 1 then
+    if rcall('RPUSH', ARGV[17] .. bend, to .. id .. f[3]) == 1 then
       rcall('ZADD', buckets, bend, bend)
     end
   else
