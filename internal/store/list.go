@@ -18,8 +18,7 @@ import (
 )
 
 // listRounds bounds the list script calls one page may take: a round comes out
-// short when records changed or vanished between the script and the read, or when
-// a rare type/status combination spends the scan budget.
+// short when records changed or vanished between the script and the read.
 const listRounds = 4
 
 // position is where a listing stands: the last examined entry, in the order

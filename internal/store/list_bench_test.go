@@ -44,8 +44,9 @@ var benchCode = map[domain.Status]string{
 }
 
 // seedTenant writes n requests of tenant straight into Redis, in big pipelines,
-// exactly as create.lua and transition.lua lay them out (record hash, status and
-// type sets, deadline and retention sets), created one every 2.6 s over the last
+// as create.lua and transition.lua lay them out (record string, its (status,
+// type) index, the types set, deadlines; no retention buckets, which listing
+// does not read), created one every 2.6 s over the last
 // 30 days (for n = 1M). It returns the created_at of the middle request.
 // Record field positions (scripts/lua/lib.lua), for seeding records directly.
 const (

@@ -196,7 +196,10 @@ func fingerprint(parts ...string) string {
 // request earlier; the answer is then that request as it is now.
 func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.Request, replay bool, err error) {
 	in := p.Input
-	fp := fingerprint("create", in.Type, string(in.Context), strconv.Itoa(in.EstimatedDurationSeconds))
+	fp := "" // only an Idempotency-Key needs the body's digest
+	if p.IdemKey != "" {
+		fp = fingerprint("create", in.Type, string(in.Context), strconv.Itoa(in.EstimatedDurationSeconds))
+	}
 	stale := ""
 	for attempt := 0; attempt < 2; attempt++ {
 		u, err := uuid.NewV7()

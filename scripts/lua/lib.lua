@@ -51,7 +51,7 @@ local function rec_join(t)
 end
 
 -- rec_head reads status, type and expires_at without cutting the whole record
--- (poll and list only need these). It also reads a head cut by GETRANGE.
+-- (poll, delete and sweep only need these). It also reads a head cut by GETRANGE.
 local function rec_head(s)
   local a = string.find(s, SEP, 3, true)
   local b = string.find(s, SEP, a + 1, true)
