@@ -23,7 +23,10 @@ func (k keys) recordPrefix(tenant string) string { return k.prefix + ":{" + tena
 // request (poll.lua). The terminal transition and delete remove it.
 func (k keys) pacing(tenant, id string) string { return k.prefix + ":{" + tenant + "}:pc:" + id }
 
-// meta: hash of tenant flags (fz = "1" while frozen). No TTL.
+// meta: hash of tenant flags, read by create.lua with one HMGET: fz = "1" while
+// frozen, wh = "1" while the tenant has webhook endpoints, and t:<type> = "1" for
+// every type the tenant has created (listings without a type filter merge the
+// indexes of each; they never go, and stay few). No TTL.
 func (k keys) meta(tenant string) string { return k.prefix + ":{" + tenant + "}:m" }
 
 // index: zset of the tenant's request ids in one status and of one type, score
@@ -36,10 +39,6 @@ func (k keys) index(tenant string, s domain.Status, typ string) string {
 }
 
 func (k keys) indexPrefix(tenant string) string { return k.prefix + ":{" + tenant + "}:ix:" }
-
-// types: set of the types the tenant has ever created; listings without a type
-// filter merge the indexes of each. No TTL (it stays small).
-func (k keys) types(tenant string) string { return k.prefix + ":{" + tenant + "}:types" }
 
 // deadlines: zset of non-terminal request ids, score = when the sweeper must time
 // them out (queued or processing timeout), unix ms.

@@ -60,7 +60,7 @@ func (s *Store) List(ctx context.Context, tenant string, f domain.ListFilter) (*
 		maxMs = f.CreatedBefore.UnixMilli() // inclusive: UnixMilli rounds down
 	}
 
-	keys := []string{s.k.meta(tenant), s.k.types(tenant)}
+	keys := []string{s.k.meta(tenant)}
 	statuses := f.Statuses
 	if len(statuses) == 0 {
 		statuses = domain.Statuses[:]

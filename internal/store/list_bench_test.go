@@ -97,7 +97,7 @@ func seedTenant(b *testing.B, rdb *redis.Client, prefix, tenant string, n int) t
 			}
 			p.Set(ctx, k("r:"+id), strings.Join(f, "\x1f"), 0)
 			zs["ix:"+c+":"+typ] = append(zs["ix:"+c+":"+typ], redis.Z{Score: float64(ca), Member: id})
-			p.SAdd(ctx, k("types"), typ)
+			p.HSet(ctx, k("m"), "t:"+typ, "1")
 		}
 		for key, members := range zs {
 			p.ZAdd(ctx, k(key), members...)

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"strconv"
+	"strings"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
@@ -59,12 +60,16 @@ func (s *Store) ReapplyRetention(ctx context.Context, o ReapplyOptions) (Reapply
 		p.Tenant = t
 		p.Tenants++
 		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
-		types, err := s.rdb.SMembers(cctx, s.k.types(t)).Result()
+		fields, err := s.rdb.HKeys(cctx, s.k.meta(t)).Result()
 		cancel()
 		if err != nil {
 			return p, backend("reapply retention: read types of "+t, err)
 		}
-		for _, typ := range types {
+		for _, f := range fields {
+			typ, ok := strings.CutPrefix(f, "t:")
+			if !ok {
+				continue
+			}
 			for _, st := range []domain.Status{domain.StatusSucceeded, domain.StatusFailed, domain.StatusCancelled, domain.StatusExpired} {
 				if err := s.reapplySet(ctx, t, s.k.index(t, st, typ), o.DryRun, &p, report); err != nil {
 					return p, err

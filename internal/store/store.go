@@ -210,7 +210,7 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 		// created_at is the id's own timestamp, so that id order is creation order.
 		created := uuidTime(u)
 		keys := []string{s.k.record(p.Tenant, id), s.k.meta(p.Tenant), s.k.index(p.Tenant, domain.StatusQueued, in.Type),
-			s.k.deadlines(p.Tenant), s.k.types(p.Tenant), s.k.webhookFilter(p.Tenant), s.k.outbox(p.Tenant)}
+			s.k.deadlines(p.Tenant), s.k.webhookFilter(p.Tenant), s.k.outbox(p.Tenant)}
 		if p.IdemKey != "" {
 			keys = append(keys, s.idemKey(p.Tenant, "create", "", p.IdemKey))
 		}

@@ -181,7 +181,7 @@ func TestSweeperRetentionRemovesEveryKey(t *testing.T) {
 			t.Fatalf("cleaned %d, want %d", st.Cleaned, len(gone))
 		}
 		// What is left is the live request's: its record and index entries.
-		want := []string{":dl", ":ix:q:x", ":r:" + alive.ID, ":types"}
+		want := []string{":dl", ":ix:q:x", ":m", ":r:" + alive.ID}
 		for i := range want {
 			want[i] = f.prefix + ":{acme}" + want[i]
 		}
@@ -363,8 +363,8 @@ func TestSweeperKeepsUpWithRealTime(t *testing.T) {
 		// retention, then up to two intervals to clean; plus slack for slow CI.
 		deadline := time.Now().Add(200*time.Millisecond + 300*time.Millisecond + 3*(interval+interval/10) + 3*time.Second)
 		for {
-			// the tenant's types set stays (a few bytes per type, not per request)
-			keys := slices.DeleteFunc(f.tenantKeys(t, "acme"), func(k string) bool { return strings.HasSuffix(k, ":types") })
+			// the tenant's meta hash stays (its flags and types: bytes per type, not per request)
+			keys := slices.DeleteFunc(f.tenantKeys(t, "acme"), func(k string) bool { return strings.HasSuffix(k, ":m") })
 			if len(keys) == 0 {
 				break
 			}

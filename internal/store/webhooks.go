@@ -155,7 +155,7 @@ func (s *Store) SaveWebhook(ctx context.Context, tenant string, w domain.Webhook
 		return backend("register webhook", err)
 	}
 	r, err := s.runWebhook(ctx, "webhook_register", func(w webhookScripts) *redis.Script { return w.register },
-		[]string{s.k.webhook(tenant, w.ID), s.k.webhookFilter(tenant)},
+		[]string{s.k.webhook(tenant, w.ID), s.k.webhookFilter(tenant), s.k.meta(tenant)},
 		w.ID, eventLetters(w.Events), max,
 		"u", w.URL, "ev", eventLetters(w.Events), "d", w.Description, "ca", ms(w.CreatedAt.Time), "k", w.SealedSecret)
 	if err != nil {
@@ -257,7 +257,7 @@ func sortWebhooks(ws []domain.Webhook) {
 // the outbox are dropped when a dispatcher meets them.
 func (s *Store) DeleteWebhook(ctx context.Context, tenant, id string) error {
 	r, err := s.runWebhook(ctx, "webhook_delete", func(w webhookScripts) *redis.Script { return w.remove },
-		[]string{s.k.webhook(tenant, id), s.k.webhookFilter(tenant), s.k.webhookLog(tenant, id)}, id)
+		[]string{s.k.webhook(tenant, id), s.k.webhookFilter(tenant), s.k.webhookLog(tenant, id), s.k.meta(tenant)}, id)
 	if err != nil {
 		return backend("delete webhook", err)
 	}

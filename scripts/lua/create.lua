@@ -1,10 +1,11 @@
 -- create.lua: register a new request (its record holds its first event), its index
 -- entries, and the Idempotency-Key, all in one atomic step.
--- KEYS[1] record                 KEYS[2] tenant meta hash
+-- KEYS[1] record                 KEYS[2] tenant meta hash: fields fz (frozen),
+--         wh (has webhook endpoints), t:<type> for each type the tenant has made,
+--         all read with one HMGET
 -- KEYS[3] index (queued, its type)    KEYS[4] deadline zset
--- KEYS[5] the tenant's types set
--- KEYS[6] webhook filter hash (endpoint id -> event letters)
--- KEYS[7] webhook outbox stream  KEYS[8] idempotency key (optional)
+-- KEYS[5] webhook filter hash (endpoint id -> event letters)
+-- KEYS[6] webhook outbox stream  KEYS[7] idempotency key (optional)
 -- ARGV[1] id                     ARGV[2] now = created_at (unix ms, the id's own)
 -- ARGV[3] the record (lib.lua's layout, built by record.go)
 -- ARGV[4] queued deadline (unix ms)
@@ -14,11 +15,12 @@
 -- A created request emits request.created to the endpoints that asked for it (emit_webhooks).
 -- Returns {0} created | {2} tenant frozen | {4} idempotency key reused with another body
 --         {5, id} replay: the key already made request id
-local record, meta, qset, deadlines, types, hooks, outbox, idem =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local record, meta, qset, deadlines, hooks, outbox, idem =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id, now, rec = ARGV[1], ARGV[2], ARGV[3]
 
-if rcall('HGET', meta, 'fz') == '1' then return {2} end
+local m = rcall('HMGET', meta, 'fz', 'wh', 't:' .. ARGV[9])
+if m[1] == '1' then return {2} end
 
 if idem then
   local prev = rcall('GET', idem)
@@ -33,9 +35,9 @@ end
 if not rcall('SET', record, rec, 'NX') then return redis.error_reply('ERR id collision') end
 rcall('ZADD', qset, now, id)
 rcall('ZADD', deadlines, ARGV[4], id)
-rcall('SADD', types, ARGV[9])
+if not m[3] then rcall('HSET', meta, 't:' .. ARGV[9], '1') end
 if idem then
   rcall('SET', idem, ARGV[5] .. '|' .. id, 'PX', ARGV[6])
 end
-emit_webhooks(hooks, outbox, ARGV[8], 'q', id, now, rec)
+if m[2] then emit_webhooks(hooks, outbox, ARGV[8], 'q', id, now, rec) end
 return {0}

@@ -7,9 +7,10 @@
 -- compares ids, and reads no scores (formatting scores costs more than the walk).
 -- Plan: a request is in exactly one index, "<ix prefix><status letter>:<type>";
 -- a k-way merge of the indexes of the filter's statuses (all six without one)
--- and of its type (every type of the tenant without one, from KEYS[2]) yields
+-- and of its type (every type of the tenant without one: the t:<type> fields of
+-- the meta hash) yields
 -- exactly the matching ids: nothing is read that the page does not show.
--- KEYS[1] tenant meta hash   KEYS[2] the tenant's types set
+-- KEYS[1] tenant meta hash
 -- ARGV[1] status letters, e.g. "sf" (all six without a status filter)
 -- ARGV[2] type filter, or "" (every type of the tenant)
 -- ARGV[3] max score: newest created_at (ms) still wanted, inclusive, or "+inf"
@@ -18,7 +19,7 @@
 -- ARGV[5] cursor id ("" on the first page): resume with ids below it
 -- ARGV[6] want: ids to return (>= 1)
 -- ARGV[7] index key prefix ("<prefix>:{<tenant>}:ix:"): the indexes are named
---         here, from the types set (same hash tag, so this slot)
+--         here, from the types (same hash tag, so this slot)
 -- Returns {0, more, last_id, id1, id2, ...}
 --   more: 1 when more ids follow (a next page);
 --   last_id: position to resume after ("" when nothing was returned).
@@ -31,7 +32,12 @@ local want = tonumber(ARGV[6])
 if rcall('HGET', KEYS[1], 'fz') == '1' then return {2} end
 
 local types = {ARGV[2]}
-if ARGV[2] == '' then types = rcall('SMEMBERS', KEYS[2]) end
+if ARGV[2] == '' then
+  types = {}
+  for _, f in ipairs(rcall('HKEYS', KEYS[1])) do
+    if string.sub(f, 1, 2) == 't:' then types[#types + 1] = string.sub(f, 3) end
+  end
+end
 local drivers = {}
 for i = 1, #ARGV[1] do
   local st = string.sub(ARGV[1], i, i)
