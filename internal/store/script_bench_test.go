@@ -1,0 +1,153 @@
+package store_test
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/store"
+	"github.com/asyncstatus/asyncstatus/internal/testenv"
+)
+
+// The yardstick's scripts (bench/baseline): its record is a hash of the
+// representation's members, with one index entry.
+var (
+	baselineCreate = redis.NewScript(`
+redis.call('HSET', KEYS[1], 'type', ARGV[3], 'status', 'queued', 'context', ARGV[4], 'created_by', ARGV[5],
+  'created_at', ARGV[2], 'updated_at', ARGV[2], 'version', '1')
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+return 1`)
+	baselineProcessing = redis.NewScript(`
+local st = redis.call('HGET', KEYS[1], 'status')
+if not st then return {1} end
+if st ~= 'queued' and st ~= 'processing' then return {6, redis.call('HGETALL', KEYS[1])} end
+redis.call('HSET', KEYS[1], 'status', 'processing', 'progress', ARGV[2], 'updated_at', ARGV[1])
+redis.call('HINCRBY', KEYS[1], 'version', 1)
+return {0, redis.call('HGETALL', KEYS[1])}`)
+	baselineComplete = redis.NewScript(`
+local st = redis.call('HGET', KEYS[1], 'status')
+if not st then return {1} end
+if st ~= 'queued' and st ~= 'processing' then return {6, redis.call('HGETALL', KEYS[1])} end
+redis.call('HSET', KEYS[1], 'status', 'succeeded', 'result_type', ARGV[2], 'result', ARGV[3],
+  'updated_at', ARGV[1], 'completed_at', ARGV[1])
+redis.call('HINCRBY', KEYS[1], 'version', 1)
+return {0, redis.call('HGETALL', KEYS[1])}`)
+)
+
+// BenchmarkRedisCost measures what each step of the reference request's life costs
+// Redis itself (INFO commandstats: microseconds inside the script, or inside
+// HGETALL for the yardstick's poll), for asyncstatus and for the yardstick's
+// equivalent, in the same run on a private redis-server. Client and network
+// costs are left out: they are the same for both. The ratio is the figure to
+// compare; absolute microseconds drift with the machine.
+//
+//	go test -run XXX -bench BenchmarkRedisCost -benchtime 5000x ./internal/store/
+func BenchmarkRedisCost(b *testing.B) {
+	in, prog, done := loadReference(b)
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.StartRedisProcess(b).Addr()})
+	b.Cleanup(func() { rdb.Close() })
+	s, err := store.New(rdb, store.Options{Prefix: "as", Retention: 720 * time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, sc := range []*redis.Script{baselineCreate, baselineProcessing, baselineComplete} {
+		if err := sc.Load(ctx, rdb).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// usec spent in command cmd since the last call
+	spent := func(cmd string) float64 {
+		v, err := rdb.Info(ctx, "commandstats").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		var usec float64
+		for _, l := range strings.Split(v, "\n") {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "cmdstat_"+cmd+":"); ok {
+				for _, kv := range strings.Split(rest, ",") {
+					if u, ok := strings.CutPrefix(kv, "usec="); ok {
+						usec, _ = strconv.ParseFloat(u, 64)
+					}
+				}
+			}
+		}
+		rdb.ConfigResetStat(ctx)
+		return usec
+	}
+	// The lifecycle moves through the sub-benchmarks in order. The testing package
+	// runs each sub-benchmark twice (b.N = 1, then the -benchtime count): Create
+	// makes one request more than asked, and each later step starts where its
+	// previous run stopped, so that every step meets fresh requests.
+	var ids []string
+	report := func(b *testing.B, n int, ours, theirs float64) {
+		b.ReportMetric(ours/float64(n), "redis-µs/op")
+		b.ReportMetric(theirs/float64(n), "baseline-redis-µs/op")
+		b.ReportMetric(ours/theirs, "x-baseline")
+	}
+	bl := func(i int) string { return "bl:{bench}:r:" + strconv.Itoa(i) }
+	b.Run("Create", func(b *testing.B) {
+		n := b.N + 1
+		ids = make([]string, n)
+		spent("evalsha")
+		for i := range n {
+			r, _, err := s.Create(ctx, domain.CreateParams{Tenant: "bench", CreatedBy: "key_b", Input: in,
+				IdemKey: domain.IdempotencyKey(fmt.Sprint("k", i))})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ids[i] = r.ID
+		}
+		ours := spent("evalsha")
+		for i := range n {
+			baselineCreate.Run(ctx, rdb, []string{bl(i), "bl:{bench}:ix"}, strconv.Itoa(i), "1764410400000",
+				"statement.export", string(in.Context), "bench")
+		}
+		report(b, n, ours, spent("evalsha"))
+	})
+	step := func(name string, ours func(id string) error, theirs func(i int) error, theirCmd string) {
+		off := 0
+		b.Run(name, func(b *testing.B) {
+			if len(ids) < off+b.N {
+				b.Fatalf("%s needs %d requests, Create made %d", name, off+b.N, len(ids))
+			}
+			spent("evalsha")
+			spent(theirCmd)
+			for _, id := range ids[off : off+b.N] {
+				if err := ours(id); err != nil {
+					b.Fatal(err)
+				}
+			}
+			o := spent("evalsha")
+			for i := off; i < off+b.N; i++ {
+				if err := theirs(i); err != nil {
+					b.Fatal(err)
+				}
+			}
+			off += b.N
+			report(b, b.N, o, spent(theirCmd))
+		})
+	}
+	step("Processing", func(id string) error {
+		_, err := s.MarkProcessing(ctx, domain.TransitionParams{Tenant: "bench", ID: id, By: "key_b"}, prog)
+		return err
+	}, func(i int) error {
+		return baselineProcessing.Run(ctx, rdb, []string{bl(i)}, "1764410401000", string(prog.Progress)).Err()
+	}, "evalsha")
+	caller := 0
+	step("Poll", func(id string) error { // every poll a caller's first: paced, pacing state written
+		caller++
+		_, err := s.Poll(ctx, domain.PollParams{Tenant: "bench", ID: id, Caller: "key_" + strconv.Itoa(caller)})
+		return err
+	}, func(i int) error { return rdb.HGetAll(ctx, bl(i)).Err() }, "hgetall")
+	step("Complete", func(id string) error {
+		_, err := s.Complete(ctx, domain.TransitionParams{Tenant: "bench", ID: id, By: "key_b"}, done)
+		return err
+	}, func(i int) error {
+		return baselineComplete.Run(ctx, rdb, []string{bl(i)}, "1764410404512", "answer", string(done.Result)).Err()
+	}, "evalsha")
+}
