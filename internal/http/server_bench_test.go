@@ -20,6 +20,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/auth"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	httpapi "github.com/asyncstatus/asyncstatus/internal/http"
+	"github.com/asyncstatus/asyncstatus/internal/http/logbuf"
 	"github.com/asyncstatus/asyncstatus/internal/metrics"
 )
 
@@ -342,5 +343,10 @@ func BenchmarkServerComplete(b *testing.B) {
 	benchPair(b, "POST", "/v1/requests/"+benchID+"/complete", func(_ referenceRequest, _, complete []byte) []byte { return complete }, 200, 200)
 }
 
-// accessLogWriter is what serve puts between the log handler and stderr.
-func accessLogWriter(_ *testing.B, f *os.File) io.Writer { return f }
+// accessLogWriter is what serve puts between the access log's handler and
+// stderr: a logbuf.Writer with its flush interval and size.
+func accessLogWriter(b *testing.B, f *os.File) io.Writer {
+	w := logbuf.New(f, 100*time.Millisecond, 64<<10)
+	b.Cleanup(func() { w.Close() })
+	return w
+}
