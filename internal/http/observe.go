@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"log/slog"
 	"sync"
 	"time"
 
@@ -73,23 +72,15 @@ func (s *Server) record(c *fiber.Ctx, start time.Time, status int) {
 	}
 	if l := s.opts.AccessLog; l != nil {
 		p := principal(c)
-		keyID := p.KeyID
-		if keyID == "" && p.PollTokenFor != "" {
-			keyID = "poll_token"
+		line := accessLine{method: method, route: route, status: status, duration: d, requestID: requestID(c),
+			tenant: p.Tenant, keyID: p.KeyID}
+		if line.keyID == "" && p.PollTokenFor != "" {
+			line.keyID = "poll_token"
 		}
-		attrs := make([]slog.Attr, 0, 8)
-		attrs = append(attrs,
-			slog.String("method", method),
-			slog.String("route", route),
-			slog.Int("status", status),
-			slog.Float64("duration_ms", float64(d.Microseconds())/1000),
-			slog.String("request_id", requestID(c)),
-			slog.String("tenant", p.Tenant),
-			slog.String("key_id", keyID))
 		if code, ok := c.Locals(localProblem).(domain.Code); ok {
-			attrs = append(attrs, slog.String("code", string(code)))
+			line.code, line.hasCode = string(code), true
 		}
-		l.LogAttrs(c.UserContext(), slog.LevelInfo, "request", attrs...)
+		writeAccessLine(c.UserContext(), l, &line)
 	}
 }
 

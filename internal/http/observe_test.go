@@ -73,7 +73,7 @@ func observedEnv(t *testing.T, lim httpapi.RateLimiter) (*env, *metrics.Metrics,
 	log := slog.New(slog.NewJSONHandler(buf, nil))
 	e.st = st
 	e.srv = httpapi.New(st, auth.New(st, []byte("0123456789abcdef0123456789abcdef"), time.Second, e.clock.Now), lim,
-		httpapi.Options{BodyLimitBytes: 64 << 10, Metrics: m, AccessLog: log}, log)
+		httpapi.Options{BodyLimitBytes: 64 << 10, Metrics: m, AccessLog: httpapi.NewAccessLog(buf, nil)}, log)
 	return e, m, buf
 }
 
@@ -355,6 +355,7 @@ func benchPolls(b *testing.B, srv *httpapi.Server, key, id string, clk *clock) {
 		if clk != nil {
 			clk.Add(31 * time.Second) // past the last step of the schedule: never early
 		}
+		ctx.ResetUserValues() // as a fasthttp server does: a fresh request id, no stale Locals
 		ctx.Response.Reset()
 		h(&ctx)
 		if code := ctx.Response.StatusCode(); code != 200 {
