@@ -65,11 +65,25 @@ func (r *Request) AppendJSON(b []byte) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// appendTime writes a Time as its MarshalJSON does.
+// appendTime writes a Time as its MarshalJSON does. TimeLayout by hand:
+// time.AppendFormat re-parses the layout on every call, which was about a
+// tenth of the server's CPU per poll (three times per answer).
 func appendTime(b []byte, t Time) []byte {
-	b = append(b, '"')
-	b = t.UTC().AppendFormat(b, TimeLayout)
-	return append(b, '"')
+	u := t.UTC()
+	y, mo, d := u.Date()
+	if y < 0 || y > 9999 { // AppendFormat's own rendering of such years
+		b = append(b, '"')
+		b = u.AppendFormat(b, TimeLayout)
+		return append(b, '"')
+	}
+	h, mi, sec := u.Clock()
+	ms := u.Nanosecond() / 1e6
+	return append(b, '"',
+		byte('0'+y/1000), byte('0'+y/100%10), byte('0'+y/10%10), byte('0'+y%10), '-',
+		byte('0'+mo/10), byte('0'+mo%10), '-', byte('0'+d/10), byte('0'+d%10), 'T',
+		byte('0'+h/10), byte('0'+h%10), ':', byte('0'+mi/10), byte('0'+mi%10), ':',
+		byte('0'+sec/10), byte('0'+sec%10), '.',
+		byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10), 'Z', '"')
 }
 
 func appendTimePtr(b []byte, t *Time) []byte {

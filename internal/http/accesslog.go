@@ -89,7 +89,7 @@ func appendAccessLine(b []byte, t time.Time, l *accessLine) ([]byte, bool) {
 		return b, false // encoding/json writes these with an exponent
 	}
 	b = append(b, `{"time":"`...)
-	b = t.Round(0).AppendFormat(b, time.RFC3339Nano)
+	b = appendRFC3339Nano(b, t)
 	b = append(b, `","level":"INFO","msg":"request","method":`...)
 	var ok bool
 	if b, ok = appendLogString(b, l.method); !ok {
@@ -174,4 +174,41 @@ func (l *accessLine) attrs() []slog.Attr {
 		attrs = append(attrs, slog.String("code", l.code))
 	}
 	return attrs
+}
+
+// appendRFC3339Nano is t.AppendFormat(b, time.RFC3339Nano) for years 0..9999,
+// by hand: AppendFormat re-parses its layout on every call.
+func appendRFC3339Nano(b []byte, t time.Time) []byte {
+	_, offset := t.Zone()
+	u := t.UTC().Add(time.Duration(offset) * time.Second) // wall clock of t's zone, without more zone lookups
+	y, mo, d := u.Date()
+	h, mi, sec := u.Clock()
+	b = append(b, byte('0'+y/1000), byte('0'+y/100%10), byte('0'+y/10%10), byte('0'+y%10), '-',
+		byte('0'+mo/10), byte('0'+mo%10), '-', byte('0'+d/10), byte('0'+d%10), 'T',
+		byte('0'+h/10), byte('0'+h%10), ':', byte('0'+mi/10), byte('0'+mi%10), ':',
+		byte('0'+sec/10), byte('0'+sec%10))
+	if ns := u.Nanosecond(); ns != 0 { // ".999999999": trailing zeros trimmed
+		var frac [9]byte
+		for i := 8; i >= 0; i-- {
+			frac[i] = byte('0' + ns%10)
+			ns /= 10
+		}
+		n := 9
+		for frac[n-1] == '0' {
+			n--
+		}
+		b = append(b, '.')
+		b = append(b, frac[:n]...)
+	}
+	if offset == 0 {
+		return append(b, 'Z')
+	}
+	zone := offset / 60 // minutes, as AppendFormat computes them
+	if zone < 0 {
+		b = append(b, '-')
+		zone = -zone
+	} else {
+		b = append(b, '+')
+	}
+	return append(b, byte('0'+zone/600), byte('0'+zone/60%10), ':', byte('0'+zone%60/10), byte('0'+zone%10))
 }

@@ -98,3 +98,21 @@ func TestNewAccessLog(t *testing.T) {
 		t.Fatalf("ReplaceAttr ignored: %s", buf.String())
 	}
 }
+
+func TestAppendRFC3339NanoLikeFormat(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(5, 6))
+	zones := []*time.Location{time.UTC, time.Local, time.FixedZone("a", 5*3600+1800), time.FixedZone("b", -3599),
+		time.FixedZone("c", -11*3600-1800), time.FixedZone("d", 14*3600), time.FixedZone("e", 59)}
+	for i := range 20000 {
+		at := time.Unix(rnd.Int64N(253402300800-86400)+86400-62135596800, rnd.Int64N(1e9)).In(zones[rnd.IntN(len(zones))])
+		if i%4 == 0 {
+			at = at.Truncate(time.Duration(1) * [...]time.Duration{time.Second, time.Millisecond, time.Microsecond, 10}[i/4%4])
+		}
+		if y := at.Year(); y < 0 || y > 9999 {
+			continue
+		}
+		if got, want := string(appendRFC3339Nano(nil, at)), at.Format(time.RFC3339Nano); got != want {
+			t.Fatalf("%v: got %s, want %s", at, got, want)
+		}
+	}
+}
