@@ -11,9 +11,6 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/metrics"
 )
 
-// localProblem holds the code of an error answer, for the access log.
-const localProblem = "problem_code"
-
 // routeKey names a registered route.
 type routeKey struct{ method, path string }
 
@@ -71,14 +68,12 @@ func (s *Server) record(c *fiber.Ctx, start time.Time, status int) {
 		}
 	}
 	if l := s.opts.AccessLog; l != nil {
-		p := principal(c)
-		line := accessLine{method: method, route: route, status: status, duration: d, requestID: requestID(c),
-			tenant: p.Tenant, keyID: p.KeyID}
+		st := s.state(c)
+		p := st.principal
+		line := accessLine{method: method, route: route, status: status, duration: d, requestID: st.id,
+			tenant: p.Tenant, keyID: p.KeyID, code: string(st.problem), hasCode: st.hasProblem}
 		if line.keyID == "" && p.PollTokenFor != "" {
 			line.keyID = "poll_token"
-		}
-		if code, ok := c.Locals(localProblem).(domain.Code); ok {
-			line.code, line.hasCode = string(code), true
 		}
 		writeAccessLine(c.UserContext(), l, &line)
 	}
@@ -124,7 +119,8 @@ func (s *Server) countProblem(c *fiber.Ctx, code domain.Code) {
 		s.opts.Metrics.BackendUnavailable()
 	}
 	if s.opts.AccessLog != nil {
-		c.Locals(localProblem, code)
+		st := s.state(c)
+		st.problem, st.hasProblem = code, true
 	}
 }
 
