@@ -2,6 +2,12 @@ package auth_test
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,6 +68,47 @@ func TestAPIKey(t *testing.T) {
 	for _, b := range bad {
 		if _, err := a.APIKey(ctx, b); domain.ErrorCode(err) != domain.Unauthenticated {
 			t.Errorf("%q: %v", b, err)
+		}
+	}
+}
+
+// TestPollToken: the token is "<tenant>.<base64url HMAC-SHA256(secret,
+// "poll-token\x00"+tenant+"\x00"+id)>", it grants exactly its request, and
+// concurrent use of the pooled MAC states gives the same tokens.
+func TestPollToken(t *testing.T) {
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	a := auth.New(&memKeys{m: map[string]domain.APIKey{}}, secret, time.Hour, nil)
+	want := func(tenant, id string) string {
+		m := hmac.New(sha256.New, secret)
+		m.Write([]byte("poll-token\x00" + tenant + "\x00" + id))
+		return tenant + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 200 {
+				tenant, id := fmt.Sprintf("t%d", g), fmt.Sprintf("01936f7e-%04d", i)
+				tok := a.PollToken(tenant, id)
+				if tok != want(tenant, id) {
+					t.Errorf("PollToken(%s, %s) = %s, want %s", tenant, id, tok, want(tenant, id))
+					return
+				}
+				p, err := a.PollTokenPrincipal(tok, id)
+				if err != nil || p.Tenant != tenant || p.PollTokenFor != id || p.Scopes != domain.ScopeRead || p.KeyID != "" {
+					t.Errorf("PollTokenPrincipal(%s): %+v %v", tok, p, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	tok := a.PollToken("acme", "id1")
+	for _, bad := range []struct{ tok, id string }{
+		{tok, "id2"}, {tok + "A", "id1"}, {tok[:len(tok)-1], "id1"}, {"globex" + tok[4:], "id1"},
+		{"acme." + strings.Repeat("A", 43), "id1"}, {"acme.!" + tok[6:], "id1"}, {"acme", "id1"}, {"", "id1"}, {"ACME" + tok[4:], "id1"},
+	} {
+		if _, err := a.PollTokenPrincipal(bad.tok, bad.id); domain.ErrorCode(err) != domain.NotFound {
+			t.Errorf("PollTokenPrincipal(%q, %q): %v", bad.tok, bad.id, err)
 		}
 	}
 }
