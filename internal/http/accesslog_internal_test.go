@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -113,6 +114,27 @@ func TestAppendRFC3339NanoLikeFormat(t *testing.T) {
 		}
 		if got, want := string(appendRFC3339Nano(nil, at)), at.Format(time.RFC3339Nano); got != want {
 			t.Fatalf("%v: got %s, want %s", at, got, want)
+		}
+	}
+}
+
+// TestSaneHostLikePattern: saneHost is the pattern it replaced.
+func TestSaneHostLikePattern(t *testing.T) {
+	pattern := regexp.MustCompile(`^[A-Za-z0-9.\-]+(:[0-9]{1,5})?$|^\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$`)
+	cases := []string{"", "localhost", "localhost:8080", "a.b-c.D9", "a:", "a:123456", "a:12345", ":80", "[::1]", "[::1]:443",
+		"[]", "[::1", "[::1]x", "[::1]:", "[g::1]", "a_b", "a b", "é.com", "[::1]:80:", "a:8:0", "[[::1]]", "A.Z.a.z.0.9", "@", "[:.]"}
+	rnd := rand.New(rand.NewPCG(7, 8))
+	alphabet := "aZ09.-:[]_gG @\xff"
+	for range 50000 {
+		b := make([]byte, rnd.IntN(9))
+		for i := range b {
+			b[i] = alphabet[rnd.IntN(len(alphabet))]
+		}
+		cases = append(cases, string(b))
+	}
+	for _, h := range cases {
+		if got, want := saneHost(h), pattern.MatchString(h); got != want {
+			t.Fatalf("saneHost(%q) = %v, the pattern says %v", h, got, want)
 		}
 	}
 }
