@@ -22,7 +22,8 @@ func NewAccessLog(w io.Writer, opts *slog.HandlerOptions) *slog.Logger {
 	mu := &sync.Mutex{}
 	lw := &lockedWriter{mu: mu, w: w}
 	return slog.New(&accessHandler{Handler: slog.NewJSONHandler(lw, opts), w: lw,
-		fast: !opts.AddSource && opts.ReplaceAttr == nil})
+		fast: !opts.AddSource && opts.ReplaceAttr == nil,
+		bufs: &sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}})
 }
 
 // lockedWriter serialises the writes of both paths of an accessHandler.
@@ -42,7 +43,8 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 type accessHandler struct {
 	slog.Handler
 	w    *lockedWriter
-	fast bool // no AddSource, no ReplaceAttr: the line is predictable
+	fast bool       // no AddSource, no ReplaceAttr: the line is predictable
+	bufs *sync.Pool // of *[]byte, the lines being formatted
 }
 
 // accessLine is the content of one access-log line.
@@ -62,8 +64,8 @@ func (h *accessHandler) log(t time.Time, l *accessLine) bool {
 	if !h.fast {
 		return false
 	}
-	bp := lineBufs.Get().(*[]byte)
-	defer lineBufs.Put(bp)
+	bp := h.bufs.Get().(*[]byte)
+	defer h.bufs.Put(bp)
 	b, ok := appendAccessLine((*bp)[:0], t, l)
 	if !ok {
 		return false
@@ -74,8 +76,6 @@ func (h *accessHandler) log(t time.Time, l *accessLine) bool {
 	_, _ = h.w.Write(b) // slog drops write errors too
 	return true
 }
-
-var lineBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 // appendAccessLine appends what slog's JSON handler writes for the record
 // "request" at INFO with l's attrs, or reports false when one of its values
@@ -147,12 +147,11 @@ func appendLogString(b []byte, s string) ([]byte, bool) {
 
 // writeAccessLine writes l on the access log: the fast way when it is ours,
 // through slog otherwise.
-func writeAccessLine(ctx context.Context, lg *slog.Logger, l *accessLine) {
+func writeAccessLine(ctx context.Context, lg *slog.Logger, now time.Time, l *accessLine) {
 	h := lg.Handler()
 	if !h.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
-	now := time.Now()
 	if ah, ok := h.(*accessHandler); ok && ah.log(now, l) {
 		return
 	}

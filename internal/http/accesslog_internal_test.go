@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 )
 
 // slogLine is what slog's JSON handler writes for l at t.
@@ -73,7 +76,7 @@ func TestNewAccessLog(t *testing.T) {
 	var buf bytes.Buffer
 	lg := NewAccessLog(&buf, nil)
 	l := accessLine{method: "GET", route: "/v1/requests/:id", status: 200, duration: 1500 * time.Microsecond, requestID: "r1", tenant: "acme", keyID: "key_x"}
-	writeAccessLine(context.Background(), lg, &l)
+	writeAccessLine(context.Background(), lg, time.Now(), &l)
 	if !strings.Contains(buf.String(), `,"msg":"request","method":"GET","route":"/v1/requests/:id","status":200,"duration_ms":1.5,"request_id":"r1","tenant":"acme","key_id":"key_x"}`+"\n") {
 		t.Fatalf("line %s", buf.String())
 	}
@@ -83,7 +86,7 @@ func TestNewAccessLog(t *testing.T) {
 		t.Fatalf("other line %s", buf.String())
 	}
 	buf.Reset()
-	writeAccessLine(context.Background(), NewAccessLog(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}), &l)
+	writeAccessLine(context.Background(), NewAccessLog(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}), time.Now(), &l)
 	if buf.Len() != 0 {
 		t.Fatalf("level warn wrote %s", buf.String())
 	}
@@ -94,7 +97,7 @@ func TestNewAccessLog(t *testing.T) {
 		}
 		return a
 	}})
-	writeAccessLine(context.Background(), lg, &l)
+	writeAccessLine(context.Background(), lg, time.Now(), &l)
 	if !strings.Contains(buf.String(), `"tenant":"X"`) {
 		t.Fatalf("ReplaceAttr ignored: %s", buf.String())
 	}
@@ -135,6 +138,30 @@ func TestSaneHostLikePattern(t *testing.T) {
 	for _, h := range cases {
 		if got, want := saneHost(h), pattern.MatchString(h); got != want {
 			t.Fatalf("saneHost(%q) = %v, the pattern says %v", h, got, want)
+		}
+	}
+}
+
+// TestCanonicalNames: setCanonical with our names writes what c.Set writes.
+func TestCanonicalNames(t *testing.T) {
+	for name, canon := range map[string]string{fiber.HeaderETag: canonETag, fiber.HeaderCacheControl: canonCacheControl,
+		fiber.HeaderRetryAfter: canonRetryAfter, headerReqID: canonRequestID} {
+		var a, b fasthttp.ResponseHeader
+		a.Set(name, "v")
+		b.SetCanonical([]byte(canon), []byte("v"))
+		if a.String() != b.String() {
+			t.Errorf("%s: c.Set writes %q, setCanonical %q", name, a.String(), b.String())
+		}
+	}
+	var a, b fasthttp.ResponseHeader
+	a.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	b.SetContentType(fiber.MIMEApplicationJSON)
+	if a.String() != b.String() {
+		t.Errorf("Content-Type: %q, %q", a.String(), b.String())
+	}
+	for _, v := range []int64{0, 1, -1, 1 << 62, -1 << 63} {
+		if got := string(appendETag(nil, v)); got != etag(v) {
+			t.Errorf("appendETag(%d) = %s, want %s", v, got, etag(v))
 		}
 	}
 }

@@ -63,13 +63,16 @@ func (s *Server) state(c *fiber.Ctx) *reqState {
 
 // initState honours a sane X-Request-Id or makes an id, and sets both.
 func (s *Server) initState(c *fiber.Ctx, st *reqState) {
+	c.Locals(localState, st)
 	if id := c.Get(headerReqID); saneToken(id, 128) {
 		st.id = utils.CopyString(id)
-	} else {
-		st.id = s.ids.next()
+		setCanonical(c, canonRequestID, c.Request().Header.Peek(headerReqID))
+		return
 	}
-	c.Locals(localState, st)
-	c.Set(headerReqID, st.id)
+	var b [24]byte
+	s.ids.next(&b)
+	st.id = string(b[:])
+	setCanonical(c, canonRequestID, b[:])
 }
 
 // requestID is the request's id.
@@ -92,15 +95,14 @@ func newIDSource() *idSource {
 	return s
 }
 
-func (s *idSource) next() string {
+// next writes the next id into b.
+func (s *idSource) next(b *[24]byte) {
 	n := s.seq.Add(1)
-	var b [24]byte
 	copy(b[:12], s.prefix[:])
 	for i := len(b) - 1; i >= 12; i-- {
 		b[i] = hexDigits[n&0xf]
 		n >>= 4
 	}
-	return string(b[:])
 }
 
 const hexDigits = "0123456789abcdef"
@@ -263,5 +265,6 @@ func parseIdempotencyKey(raw string) (string, bool) {
 
 // retryAfter sets a whole-second Retry-After.
 func retryAfter(c *fiber.Ctx, sec int) {
-	c.Set(fiber.HeaderRetryAfter, strconv.Itoa(sec))
+	var b [20]byte
+	setCanonical(c, canonRetryAfter, strconv.AppendInt(b[:0], int64(sec), 10))
 }

@@ -59,7 +59,8 @@ func (s *Server) observe(c *fiber.Ctx) error {
 
 // record writes the metrics and the log line of one answer.
 func (s *Server) record(c *fiber.Ctx, start time.Time, status int) {
-	d := time.Since(start)
+	now := time.Now() // the duration's end and the access line's time: one clock read
+	d := now.Sub(start)
 	route, method := s.routeOf(c)
 	if m := s.opts.Metrics; m != nil {
 		m.ObserveRequest(method, route, status, d)
@@ -75,7 +76,7 @@ func (s *Server) record(c *fiber.Ctx, start time.Time, status int) {
 		if line.keyID == "" && p.PollTokenFor != "" {
 			line.keyID = "poll_token"
 		}
-		writeAccessLine(c.UserContext(), l, &line)
+		writeAccessLine(c.UserContext(), l, now, &line)
 	}
 }
 
