@@ -27,10 +27,41 @@ var transitionOf = map[routeKey]struct {
 	{fiber.MethodPost, "/v1/requests/:id/cancel"}:     {metrics.TransitionCancel, string(domain.StatusCancelled), fiber.StatusOK},
 }
 
-// observer is the state of the observe middleware.
+// observer is the state of the observe middleware, built on the first answer
+// (when every route is registered) and read-only after.
 type observer struct {
-	once   sync.Once
-	routes map[routeKey]bool // every registered (non-middleware) route
+	once      sync.Once
+	routes    map[routeKey]*routeObs // every registered (non-middleware) route
+	unmatched map[string]*routeObs   // by method label
+}
+
+// routeObs is what observe needs of one route, resolved once: its labels, its
+// metric series and the transition it counts, if any.
+type routeObs struct {
+	route, method string
+	series        *metrics.RouteSeries
+	transition    interface{ Inc() } // nil: the route is not a transition
+	successStatus int                // the status at which transition counts
+}
+
+func (s *Server) buildObserver() {
+	m := s.opts.Metrics
+	obs := func(method, route string) *routeObs {
+		o := &routeObs{route: route, method: method, series: m.RouteSeries(method, route)}
+		if t, ok := transitionOf[routeKey{method, route}]; ok && m != nil {
+			o.transition, o.successStatus = m.TransitionCounter(t.name, t.to), t.successStatus
+		}
+		return o
+	}
+	s.obs.routes = map[routeKey]*routeObs{}
+	for _, r := range s.app.GetRoutes(true) {
+		s.obs.routes[routeKey{r.Method, r.Path}] = obs(r.Method, r.Path)
+	}
+	s.obs.unmatched = map[string]*routeObs{}
+	for _, k := range methodLabels() {
+		s.obs.unmatched[k] = obs(k, metrics.Unmatched)
+	}
+	s.obs.unmatched["other"] = obs("other", metrics.Unmatched)
 }
 
 // observing tells whether the observe middleware has anything to do.
@@ -61,12 +92,11 @@ func (s *Server) observe(c *fiber.Ctx) error {
 func (s *Server) record(c *fiber.Ctx, start time.Time, status int) {
 	now := time.Now() // the duration's end and the access line's time: one clock read
 	d := now.Sub(start)
-	route, method := s.routeOf(c)
-	if m := s.opts.Metrics; m != nil {
-		m.ObserveRequest(method, route, status, d)
-		if t, ok := transitionOf[routeKey{method, route}]; ok && status == t.successStatus {
-			m.Transition(t.name, t.to)
-		}
+	o := s.routeOf(c)
+	route, method := o.route, o.method
+	o.series.Observe(status, d)
+	if o.transition != nil && status == o.successStatus {
+		o.transition.Inc()
 	}
 	if l := s.opts.AccessLog; l != nil {
 		st := s.state(c)
@@ -83,24 +113,24 @@ func (s *Server) record(c *fiber.Ctx, start time.Time, status int) {
 // routeOf is the matched route pattern and method for labels: constant strings
 // only (Fiber's own method and path strings are reused between requests), and
 // metrics.Unmatched when no route matched (404, 405), never the raw path.
-func (s *Server) routeOf(c *fiber.Ctx) (route, method string) {
-	s.obs.once.Do(func() {
-		s.obs.routes = map[routeKey]bool{}
-		for _, r := range s.app.GetRoutes(true) {
-			s.obs.routes[routeKey{r.Method, r.Path}] = true
-		}
-	})
+func (s *Server) routeOf(c *fiber.Ctx) *routeObs {
+	s.obs.once.Do(s.buildObserver)
 	r := c.Route()
-	if s.obs.routes[routeKey{r.Method, r.Path}] {
-		return r.Path, r.Method
+	if o, ok := s.obs.routes[routeKey{r.Method, r.Path}]; ok {
+		return o
 	}
-	return metrics.Unmatched, methodLabel(c.Method())
+	return s.obs.unmatched[methodLabel(c.Method())]
+}
+
+// methodLabels are the methods Fiber accepts.
+func methodLabels() [9]string {
+	return [...]string{fiber.MethodGet, fiber.MethodHead, fiber.MethodPost, fiber.MethodPut, fiber.MethodDelete,
+		fiber.MethodConnect, fiber.MethodOptions, fiber.MethodTrace, fiber.MethodPatch}
 }
 
 // methodLabel maps a method to a constant string (Fiber accepts only these).
 func methodLabel(m string) string {
-	for _, k := range [...]string{fiber.MethodGet, fiber.MethodHead, fiber.MethodPost, fiber.MethodPut, fiber.MethodDelete,
-		fiber.MethodConnect, fiber.MethodOptions, fiber.MethodTrace, fiber.MethodPatch} {
+	for _, k := range methodLabels() {
 		if m == k {
 			return k
 		}
