@@ -117,6 +117,11 @@ func appendRaw(b []byte, name string, raw json.RawMessage) ([]byte, error) {
 func verbatim(raw []byte) bool {
 	in := false
 	for i := 0; i < len(raw); i++ {
+		// Most bytes are none of the cases below: one table load skips them
+		// (the switch alone was ~7% of a poll's CPU).
+		if !verbatimSpecial[raw[i]] {
+			continue
+		}
 		switch c := raw[i]; c {
 		case '<', '>', '&', 0xE2:
 			return false
@@ -138,6 +143,19 @@ func verbatim(raw []byte) bool {
 	return !in
 }
 
+// verbatimSpecial marks the bytes verbatim's switch looks at. Read-only.
+var verbatimSpecial = [256]bool{'<': true, '>': true, '&': true, 0xE2: true, ' ': true, '\t': true, '\n': true, '\r': true,
+	'"': true, '\\': true}
+
+// mustEscape marks the ASCII bytes appendString escapes: control bytes, the
+// quote, the backslash and <, >, &. Read-only.
+var mustEscape = func() (t [utf8.RuneSelf]bool) {
+	for c := range t {
+		t[c] = c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&'
+	}
+	return t
+}()
+
 const hexDigits = "0123456789abcdef"
 
 // appendString writes s as a JSON string exactly as encoding/json does with
@@ -149,7 +167,7 @@ func appendString(b []byte, s string) []byte {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			if !mustEscape[c] {
 				i++
 				continue
 			}
