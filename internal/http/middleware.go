@@ -148,8 +148,10 @@ func (s *Server) authenticate(need domain.Scopes, pollToken bool, limit RateLimi
 	return func(c *fiber.Ctx) error {
 		var p domain.Principal
 		var err error
-		authz := c.Get(fiber.HeaderAuthorization)
-		tok := c.Get(headerPollTok)
+		authz, tok := c.Get(fiber.HeaderAuthorization), ""
+		if authz == "" && pollToken { // a key wins: no need to look for a token
+			tok = c.Get(headerPollTok)
+		}
 		switch {
 		case authz != "":
 			key, ok := bearer(authz)
@@ -157,7 +159,7 @@ func (s *Server) authenticate(need domain.Scopes, pollToken bool, limit RateLimi
 				return domain.Errorf(domain.Unauthenticated, "A valid API key is required: Authorization: Bearer <key>.")
 			}
 			p, err = s.auth.APIKey(c.UserContext(), key)
-		case tok != "" && pollToken:
+		case tok != "":
 			p, err = s.auth.PollTokenPrincipal(tok, c.Params("id"))
 		default:
 			return domain.Errorf(domain.Unauthenticated, "A valid API key is required: Authorization: Bearer <key>.")
@@ -203,6 +205,9 @@ func jsonBody(c *fiber.Ctx) ([]byte, error) {
 	ct := c.Get(fiber.HeaderContentType)
 	if len(body) == 0 && ct == "" {
 		return nil, nil
+	}
+	if ct == fiber.MIMEApplicationJSON { // the usual case: what ParseMediaType (and its params map) would accept
+		return body, nil
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil || !(mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))) {
