@@ -12,6 +12,7 @@ import (
 	"crypto/subtle"
 	"encoding/base32"
 	"encoding/base64"
+	"hash"
 	"regexp"
 	"strings"
 	"sync"
@@ -34,9 +35,8 @@ const (
 )
 
 var (
-	idEncoding     = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
-	tenantPattern  = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-	keyIDCharClass = regexp.MustCompile(`^[a-z2-7]{16}$`)
+	idEncoding    = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+	tenantPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 )
 
 // ValidTenant reports whether t can name a tenant: it appears in Redis hash tags and
@@ -59,16 +59,19 @@ func NewKey(tenant string, scopes domain.Scopes, name string, now time.Time) (pl
 	return plain, k, nil
 }
 
-// parseKey returns the public key id inside a plain key, or false.
+// parseKey returns the id part of a plain key (the public key id without its
+// "key_" prefix), or false. A loop rather than a regexp: it runs on every call.
 func parseKey(plain string) (string, bool) {
 	if len(plain) != len(keyPrefix)+keyIDLen+keySecretLen || !strings.HasPrefix(plain, keyPrefix) {
 		return "", false
 	}
 	idPart := plain[len(keyPrefix) : len(keyPrefix)+keyIDLen]
-	if !keyIDCharClass.MatchString(idPart) {
-		return "", false
+	for i := 0; i < len(idPart); i++ {
+		if c := idPart[i]; !(c >= 'a' && c <= 'z' || c >= '2' && c <= '7') {
+			return "", false
+		}
 	}
-	return keyIDPrefix + idPart, true
+	return idPart, true
 }
 
 // Authenticator checks credentials.
@@ -80,6 +83,16 @@ type Authenticator struct {
 
 	mu    sync.Mutex
 	cache map[string]cached
+
+	// macs pools keyed HMAC states (*macState): hmac.New allocates and keys a
+	// new one, about a tenth of a create's CPU.
+	macs sync.Pool
+}
+
+// macState is a keyed HMAC with scratch space, so that a MAC allocates nothing.
+type macState struct {
+	h       hash.Hash
+	in, sum []byte
 }
 
 type cached struct {
@@ -97,7 +110,9 @@ func New(keys KeyStore, pollSecret []byte, cacheTTL time.Duration, now func() ti
 	if now == nil {
 		now = time.Now
 	}
-	return &Authenticator{keys: keys, cacheTTL: cacheTTL, secret: pollSecret, now: now, cache: map[string]cached{}}
+	a := &Authenticator{keys: keys, cacheTTL: cacheTTL, secret: pollSecret, now: now, cache: map[string]cached{}}
+	a.macs.New = func() any { return &macState{h: hmac.New(sha256.New, a.secret)} }
+	return a
 }
 
 func errUnauthenticated() error {
@@ -106,32 +121,37 @@ func errUnauthenticated() error {
 
 // APIKey authenticates a plain API key.
 func (a *Authenticator) APIKey(ctx context.Context, plain string) (domain.Principal, error) {
-	id, ok := parseKey(plain)
+	idPart, ok := parseKey(plain)
 	if !ok {
 		return domain.Principal{}, errUnauthenticated()
 	}
-	k, found, err := a.lookup(ctx, id)
+	k, found, err := a.lookup(ctx, idPart)
 	if err != nil {
 		return domain.Principal{}, err
 	}
-	d := sha256.Sum256([]byte(plain))
+	// hashed from a stack copy: []byte(plain) would allocate on every call
+	var buf [len(keyPrefix) + keyIDLen + keySecretLen]byte
+	d := sha256.Sum256(append(buf[:0], plain...))
 	if !found || subtle.ConstantTimeCompare(d[:], k.Digest[:]) != 1 {
 		return domain.Principal{}, errUnauthenticated()
 	}
 	return domain.Principal{Tenant: k.Tenant, KeyID: k.ID, Scopes: k.Scopes}, nil
 }
 
-func (a *Authenticator) lookup(ctx context.Context, id string) (domain.APIKey, bool, error) {
+// lookup finds the key of id part idPart. The cache is keyed by the id part,
+// so that a hit builds no string; idPart may point into a reused buffer (a
+// request header), so a new entry's key is a copy.
+func (a *Authenticator) lookup(ctx context.Context, idPart string) (domain.APIKey, bool, error) {
 	now := a.now()
 	if a.cacheTTL > 0 {
 		a.mu.Lock()
-		c, ok := a.cache[id]
+		c, ok := a.cache[idPart]
 		a.mu.Unlock()
 		if ok && now.Before(c.expires) {
 			return c.key, c.found, nil
 		}
 	}
-	k, err := a.keys.LookupKey(ctx, id)
+	k, err := a.keys.LookupKey(ctx, keyIDPrefix+idPart)
 	found := err == nil
 	if err != nil && domain.ErrorCode(err) != domain.NotFound {
 		return domain.APIKey{}, false, err
@@ -141,7 +161,7 @@ func (a *Authenticator) lookup(ctx context.Context, id string) (domain.APIKey, b
 		if len(a.cache) >= maxCache {
 			clear(a.cache)
 		}
-		a.cache[id] = cached{key: k, found: found, expires: now.Add(a.cacheTTL)}
+		a.cache[strings.Clone(idPart)] = cached{key: k, found: found, expires: now.Add(a.cacheTTL)}
 		a.mu.Unlock()
 	}
 	return k, found, nil
@@ -151,13 +171,23 @@ func (a *Authenticator) lookup(ctx context.Context, id string) (domain.APIKey, b
 // tenant is in clear so the token alone finds the record; the MAC makes it
 // unguessable (256 bits) and lets the service check it without storing it.
 func (a *Authenticator) PollToken(tenant, id string) string {
-	return tenant + "." + base64.RawURLEncoding.EncodeToString(a.mac(tenant, id))
+	m := a.mac(tenant, id)
+	defer a.macs.Put(m)
+	var buf [64 + 1 + 43]byte // a valid tenant, the dot, the MAC in base64
+	b := append(buf[:0], tenant...)
+	b = append(b, '.')
+	return string(base64.RawURLEncoding.AppendEncode(b, m.sum))
 }
 
-func (a *Authenticator) mac(tenant, id string) []byte {
-	m := hmac.New(sha256.New, a.secret)
-	m.Write([]byte("poll-token\x00" + tenant + "\x00" + id))
-	return m.Sum(nil)
+// mac computes the poll-token MAC of (tenant, id) into m.sum; put m back into
+// a.macs when done with it.
+func (a *Authenticator) mac(tenant, id string) *macState {
+	m := a.macs.Get().(*macState)
+	m.h.Reset()
+	m.in = append(append(append(append(m.in[:0], "poll-token\x00"...), tenant...), 0), id...)
+	m.h.Write(m.in)
+	m.sum = m.h.Sum(m.sum[:0])
+	return m
 }
 
 // PollTokenPrincipal checks a poll token for request id. A wrong token is NOT_FOUND,
@@ -167,8 +197,21 @@ func (a *Authenticator) PollTokenPrincipal(token, id string) (domain.Principal, 
 	if !ok || !ValidTenant(tenant) {
 		return domain.Principal{}, domain.ErrNotFound()
 	}
-	got, err := base64.RawURLEncoding.DecodeString(macPart)
-	if err != nil || !hmac.Equal(got, a.mac(tenant, id)) {
+	// The MAC is 32 bytes, 43 characters: any other length cannot match (and
+	// decoding on the stack needs a bound).
+	var in [43]byte
+	var got [32]byte
+	if len(macPart) != len(in) {
+		return domain.Principal{}, domain.ErrNotFound()
+	}
+	copy(in[:], macPart)
+	n, err := base64.RawURLEncoding.Decode(got[:], in[:])
+	if err != nil || n != len(got) {
+		return domain.Principal{}, domain.ErrNotFound()
+	}
+	m := a.mac(tenant, id)
+	defer a.macs.Put(m)
+	if !hmac.Equal(got[:], m.sum) {
 		return domain.Principal{}, domain.ErrNotFound()
 	}
 	return domain.Principal{Tenant: tenant, Scopes: domain.ScopeRead, PollTokenFor: id}, nil

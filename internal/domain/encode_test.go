@@ -134,3 +134,30 @@ func BenchmarkAppendJSON(b *testing.B) {
 		}
 	})
 }
+
+// TestAppendTimeLikeFormat: the hand-written TimeLayout is AppendFormat's, for
+// every year AppendFormat writes with four digits and around them.
+func TestAppendTimeLikeFormat(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	zones := []*time.Location{time.UTC, time.FixedZone("x", -11*3600-1800), time.FixedZone("y", 14*3600)}
+	for i := range 20000 {
+		tm := time.Unix(rng.Int64N(253402300800+2*86400)-86400-62135596800, rng.Int64N(1e9)).In(zones[rng.IntN(len(zones))])
+		switch i {
+		case 0:
+			tm = time.Time{}
+		case 1:
+			tm = time.Date(-1, 12, 31, 23, 59, 59, 999999999, time.UTC)
+		case 2:
+			tm = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+		}
+		want, _ := json.Marshal(struct{ T string }{tm.UTC().Format(domain.TimeLayout)})
+		r := domain.Request{CreatedAt: domain.Time{Time: tm}}
+		got, err := r.AppendJSON(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := `"created_at":` + string(want[5:len(want)-1]); !bytes.Contains(got, []byte(w)) {
+			t.Fatalf("%v: got %s, want %s", tm, got, w)
+		}
+	}
+}

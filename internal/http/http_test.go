@@ -663,3 +663,28 @@ func TestRateLimitHeaders(t *testing.T) {
 		t.Fatal("an unauthenticated call was counted")
 	}
 }
+
+// TestRequestIDs: an id the service makes is 24 lowercase hex digits, new for
+// every request, and the same in the header and in a problem body; an
+// insane X-Request-Id is replaced.
+func TestRequestIDs(t *testing.T) {
+	e := newEnv(t, nil)
+	hex24 := regexp.MustCompile(`^[0-9a-f]{24}$`)
+	seen := map[string]bool{}
+	for range 50 {
+		id := e.call("GET", "/healthz", "").h.Get("X-Request-Id")
+		if !hex24.MatchString(id) || seen[id] {
+			t.Fatalf("request id %q (seen before: %v)", id, seen[id])
+		}
+		seen[id] = true
+	}
+	r := e.call("GET", "/nope", "", "X-Request-Id", "bad id with spaces")
+	wantProblem(t, r, 404, "NOT_FOUND")
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatal(err)
+	}
+	if id := r.h.Get("X-Request-Id"); !hex24.MatchString(id) || m["request_id"] != id {
+		t.Fatalf("header %q, body %v", id, m["request_id"])
+	}
+}

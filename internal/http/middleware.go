@@ -6,6 +6,7 @@ import (
 	"mime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/utils"
@@ -14,37 +15,97 @@ import (
 )
 
 const (
-	localRequestID = "request_id"
-	localPrincipal = "principal"
-	headerPollTok  = "X-Poll-Token"
-	headerIdemKey  = "Idempotency-Key"
-	headerReqID    = "X-Request-Id"
+	localState    = "asyncstatus_state"
+	headerPollTok = "X-Poll-Token"
+	headerIdemKey = "Idempotency-Key"
+	headerReqID   = "X-Request-Id"
 )
 
-// requestID honours a sane X-Request-Id or makes one, and returns it.
-func (s *Server) requestID(c *fiber.Ctx) error {
-	requestID(c)
-	return c.Next()
+// reqState is what the middlewares keep about one request, in one Locals
+// entry holding a pointer: boxing the id and the principal into Locals cost an
+// allocation each per request, and the states are pooled.
+type reqState struct {
+	id         string
+	principal  domain.Principal
+	problem    domain.Code // the code of an error answer, for the access log
+	hasProblem bool
 }
 
-// requestID is the request's id, assigned on first use: answers that fasthttp
-// refuses before any middleware (an oversized body) get one too.
-func requestID(c *fiber.Ctx) string {
-	if id, ok := c.Locals(localRequestID).(string); ok {
-		return id
+// withState is the first middleware: it gives the request its state and id,
+// and answers the errors of the routes itself (as Fiber would with the same
+// ErrorHandler) so that the state is still there for the error handler and
+// goes back to the pool once the answer is written. On a panic the state is
+// not pooled: the recover middleware's error answer still reads it.
+func (s *Server) withState(c *fiber.Ctx) error {
+	st := s.states.Get().(*reqState)
+	*st = reqState{}
+	s.initState(c, st)
+	if err := c.Next(); err != nil {
+		if herr := s.errorHandler(c, err); herr != nil {
+			_ = c.SendStatus(fiber.StatusInternalServerError)
+		}
 	}
-	id := c.Get(headerReqID)
-	if !saneToken(id, 128) {
-		var b [12]byte
-		_, _ = rand.Read(b[:])
-		id = hex.EncodeToString(b[:])
-	} else {
-		id = utils.CopyString(id)
-	}
-	c.Locals(localRequestID, id)
-	c.Set(headerReqID, id)
-	return id
+	c.Locals(localState, nil)
+	s.states.Put(st)
+	return nil
 }
+
+// state is the request's state, made on first use: answers that fasthttp
+// refuses before any middleware (an oversized body) get one too.
+func (s *Server) state(c *fiber.Ctx) *reqState {
+	if st, ok := c.Locals(localState).(*reqState); ok {
+		return st
+	}
+	st := &reqState{}
+	s.initState(c, st)
+	return st
+}
+
+// initState honours a sane X-Request-Id or makes an id, and sets both.
+func (s *Server) initState(c *fiber.Ctx, st *reqState) {
+	c.Locals(localState, st)
+	if id := c.Get(headerReqID); saneToken(id, 128) {
+		st.id = utils.CopyString(id)
+		setCanonical(c, canonRequestID, c.Request().Header.Peek(headerReqID))
+		return
+	}
+	var b [24]byte
+	s.ids.next(&b)
+	st.id = string(b[:])
+	setCanonical(c, canonRequestID, b[:])
+}
+
+// requestID is the request's id.
+func (s *Server) requestID(c *fiber.Ctx) string { return s.state(c).id }
+
+// idSource makes request ids: a random per-process prefix and a counter, 24
+// hex digits as the 96 random bits made before. They only correlate log lines
+// and answers; they are not secrets, so crypto/rand per request (and its
+// hex string) is not needed. The prefix keeps replicas apart (48 bits).
+type idSource struct {
+	prefix [12]byte
+	seq    atomic.Uint64
+}
+
+func newIDSource() *idSource {
+	var r [6]byte
+	_, _ = rand.Read(r[:]) // never fails since Go 1.24
+	s := &idSource{}
+	hex.Encode(s.prefix[:], r[:])
+	return s
+}
+
+// next writes the next id into b.
+func (s *idSource) next(b *[24]byte) {
+	n := s.seq.Add(1)
+	copy(b[:12], s.prefix[:])
+	for i := len(b) - 1; i >= 12; i-- {
+		b[i] = hexDigits[n&0xf]
+		n >>= 4
+	}
+}
+
+const hexDigits = "0123456789abcdef"
 
 // saneToken accepts 1..max visible ASCII characters.
 func saneToken(v string, max int) bool {
@@ -59,9 +120,12 @@ func saneToken(v string, max int) bool {
 	return true
 }
 
+// principal is the authenticated caller; zero before authentication.
 func principal(c *fiber.Ctx) domain.Principal {
-	p, _ := c.Locals(localPrincipal).(domain.Principal)
-	return p
+	if st, ok := c.Locals(localState).(*reqState); ok {
+		return st.principal
+	}
+	return domain.Principal{}
 }
 
 // authed authenticates the caller, checks the scope the route needs and counts the
@@ -84,8 +148,10 @@ func (s *Server) authenticate(need domain.Scopes, pollToken bool, limit RateLimi
 	return func(c *fiber.Ctx) error {
 		var p domain.Principal
 		var err error
-		authz := c.Get(fiber.HeaderAuthorization)
-		tok := c.Get(headerPollTok)
+		authz, tok := c.Get(fiber.HeaderAuthorization), ""
+		if authz == "" && pollToken { // a key wins: no need to look for a token
+			tok = c.Get(headerPollTok)
+		}
 		switch {
 		case authz != "":
 			key, ok := bearer(authz)
@@ -93,7 +159,7 @@ func (s *Server) authenticate(need domain.Scopes, pollToken bool, limit RateLimi
 				return domain.Errorf(domain.Unauthenticated, "A valid API key is required: Authorization: Bearer <key>.")
 			}
 			p, err = s.auth.APIKey(c.UserContext(), key)
-		case tok != "" && pollToken:
+		case tok != "":
 			p, err = s.auth.PollTokenPrincipal(tok, c.Params("id"))
 		default:
 			return domain.Errorf(domain.Unauthenticated, "A valid API key is required: Authorization: Bearer <key>.")
@@ -104,7 +170,7 @@ func (s *Server) authenticate(need domain.Scopes, pollToken bool, limit RateLimi
 		if !p.Scopes.Has(need) {
 			return domain.Errorf(domain.Forbidden, "This key lacks the %s scope.", scope)
 		}
-		c.Locals(localPrincipal, p)
+		s.state(c).principal = p
 		if limit != nil {
 			cred := p.KeyID
 			if cred == "" {
@@ -139,6 +205,9 @@ func jsonBody(c *fiber.Ctx) ([]byte, error) {
 	ct := c.Get(fiber.HeaderContentType)
 	if len(body) == 0 && ct == "" {
 		return nil, nil
+	}
+	if ct == fiber.MIMEApplicationJSON { // the usual case: what ParseMediaType (and its params map) would accept
+		return body, nil
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil || !(mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))) {
@@ -201,5 +270,6 @@ func parseIdempotencyKey(raw string) (string, bool) {
 
 // retryAfter sets a whole-second Retry-After.
 func retryAfter(c *fiber.Ctx, sec int) {
-	c.Set(fiber.HeaderRetryAfter, strconv.Itoa(sec))
+	var b [20]byte
+	setCanonical(c, canonRetryAfter, strconv.AppendInt(b[:0], int64(sec), 10))
 }

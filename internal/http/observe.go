@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"log/slog"
 	"sync"
 	"time"
 
@@ -11,9 +10,6 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/metrics"
 )
-
-// localProblem holds the code of an error answer, for the access log.
-const localProblem = "problem_code"
 
 // routeKey names a registered route.
 type routeKey struct{ method, path string }
@@ -31,10 +27,41 @@ var transitionOf = map[routeKey]struct {
 	{fiber.MethodPost, "/v1/requests/:id/cancel"}:     {metrics.TransitionCancel, string(domain.StatusCancelled), fiber.StatusOK},
 }
 
-// observer is the state of the observe middleware.
+// observer is the state of the observe middleware, built on the first answer
+// (when every route is registered) and read-only after.
 type observer struct {
-	once   sync.Once
-	routes map[routeKey]bool // every registered (non-middleware) route
+	once      sync.Once
+	routes    map[routeKey]*routeObs // every registered (non-middleware) route
+	unmatched map[string]*routeObs   // by method label
+}
+
+// routeObs is what observe needs of one route, resolved once: its labels, its
+// metric series and the transition it counts, if any.
+type routeObs struct {
+	route, method string
+	series        *metrics.RouteSeries
+	transition    interface{ Inc() } // nil: the route is not a transition
+	successStatus int                // the status at which transition counts
+}
+
+func (s *Server) buildObserver() {
+	m := s.opts.Metrics
+	obs := func(method, route string) *routeObs {
+		o := &routeObs{route: route, method: method, series: m.RouteSeries(method, route)}
+		if t, ok := transitionOf[routeKey{method, route}]; ok && m != nil {
+			o.transition, o.successStatus = m.TransitionCounter(t.name, t.to), t.successStatus
+		}
+		return o
+	}
+	s.obs.routes = map[routeKey]*routeObs{}
+	for _, r := range s.app.GetRoutes(true) {
+		s.obs.routes[routeKey{r.Method, r.Path}] = obs(r.Method, r.Path)
+	}
+	s.obs.unmatched = map[string]*routeObs{}
+	for _, k := range methodLabels() {
+		s.obs.unmatched[k] = obs(k, metrics.Unmatched)
+	}
+	s.obs.unmatched["other"] = obs("other", metrics.Unmatched)
 }
 
 // observing tells whether the observe middleware has anything to do.
@@ -63,57 +90,47 @@ func (s *Server) observe(c *fiber.Ctx) error {
 
 // record writes the metrics and the log line of one answer.
 func (s *Server) record(c *fiber.Ctx, start time.Time, status int) {
-	d := time.Since(start)
-	route, method := s.routeOf(c)
-	if m := s.opts.Metrics; m != nil {
-		m.ObserveRequest(method, route, status, d)
-		if t, ok := transitionOf[routeKey{method, route}]; ok && status == t.successStatus {
-			m.Transition(t.name, t.to)
-		}
+	now := time.Now() // the duration's end and the access line's time: one clock read
+	d := now.Sub(start)
+	o := s.routeOf(c)
+	route, method := o.route, o.method
+	o.series.Observe(status, d)
+	if o.transition != nil && status == o.successStatus {
+		o.transition.Inc()
 	}
 	if l := s.opts.AccessLog; l != nil {
-		p := principal(c)
-		keyID := p.KeyID
-		if keyID == "" && p.PollTokenFor != "" {
-			keyID = "poll_token"
+		st := s.state(c)
+		p := st.principal
+		line := accessLine{method: method, route: route, status: status, duration: d, requestID: st.id,
+			tenant: p.Tenant, keyID: p.KeyID, code: string(st.problem), hasCode: st.hasProblem}
+		if line.keyID == "" && p.PollTokenFor != "" {
+			line.keyID = "poll_token"
 		}
-		attrs := make([]slog.Attr, 0, 8)
-		attrs = append(attrs,
-			slog.String("method", method),
-			slog.String("route", route),
-			slog.Int("status", status),
-			slog.Float64("duration_ms", float64(d.Microseconds())/1000),
-			slog.String("request_id", requestID(c)),
-			slog.String("tenant", p.Tenant),
-			slog.String("key_id", keyID))
-		if code, ok := c.Locals(localProblem).(domain.Code); ok {
-			attrs = append(attrs, slog.String("code", string(code)))
-		}
-		l.LogAttrs(c.UserContext(), slog.LevelInfo, "request", attrs...)
+		writeAccessLine(c.UserContext(), l, now, &line)
 	}
 }
 
 // routeOf is the matched route pattern and method for labels: constant strings
 // only (Fiber's own method and path strings are reused between requests), and
 // metrics.Unmatched when no route matched (404, 405), never the raw path.
-func (s *Server) routeOf(c *fiber.Ctx) (route, method string) {
-	s.obs.once.Do(func() {
-		s.obs.routes = map[routeKey]bool{}
-		for _, r := range s.app.GetRoutes(true) {
-			s.obs.routes[routeKey{r.Method, r.Path}] = true
-		}
-	})
+func (s *Server) routeOf(c *fiber.Ctx) *routeObs {
+	s.obs.once.Do(s.buildObserver)
 	r := c.Route()
-	if s.obs.routes[routeKey{r.Method, r.Path}] {
-		return r.Path, r.Method
+	if o, ok := s.obs.routes[routeKey{r.Method, r.Path}]; ok {
+		return o
 	}
-	return metrics.Unmatched, methodLabel(c.Method())
+	return s.obs.unmatched[methodLabel(c.Method())]
+}
+
+// methodLabels are the methods Fiber accepts.
+func methodLabels() [9]string {
+	return [...]string{fiber.MethodGet, fiber.MethodHead, fiber.MethodPost, fiber.MethodPut, fiber.MethodDelete,
+		fiber.MethodConnect, fiber.MethodOptions, fiber.MethodTrace, fiber.MethodPatch}
 }
 
 // methodLabel maps a method to a constant string (Fiber accepts only these).
 func methodLabel(m string) string {
-	for _, k := range [...]string{fiber.MethodGet, fiber.MethodHead, fiber.MethodPost, fiber.MethodPut, fiber.MethodDelete,
-		fiber.MethodConnect, fiber.MethodOptions, fiber.MethodTrace, fiber.MethodPatch} {
+	for _, k := range methodLabels() {
 		if m == k {
 			return k
 		}
@@ -133,7 +150,8 @@ func (s *Server) countProblem(c *fiber.Ctx, code domain.Code) {
 		s.opts.Metrics.BackendUnavailable()
 	}
 	if s.opts.AccessLog != nil {
-		c.Locals(localProblem, code)
+		st := s.state(c)
+		st.problem, st.hasProblem = code, true
 	}
 }
 

@@ -73,7 +73,7 @@ func observedEnv(t *testing.T, lim httpapi.RateLimiter) (*env, *metrics.Metrics,
 	log := slog.New(slog.NewJSONHandler(buf, nil))
 	e.st = st
 	e.srv = httpapi.New(st, auth.New(st, []byte("0123456789abcdef0123456789abcdef"), time.Second, e.clock.Now), lim,
-		httpapi.Options{BodyLimitBytes: 64 << 10, Metrics: m, AccessLog: log}, log)
+		httpapi.Options{BodyLimitBytes: 64 << 10, Metrics: m, AccessLog: httpapi.NewAccessLog(buf, nil)}, log)
 	return e, m, buf
 }
 
@@ -313,7 +313,7 @@ type observation struct {
 var observations = []observation{{"plain", false, false}, {"metrics", true, false}, {"metrics+log", true, true}}
 
 // benchServer builds a server over reqs with the metrics and a JSON access log
-// (written to io.Discard: formatting is paid, the write is not) as ob says.
+// (NewAccessLog on io.Discard: formatting is paid, the write is not) as ob says.
 func benchServer(b *testing.B, reqs httpapi.Requests, keys auth.KeyStore, now func() time.Time, ob observation, m *metrics.Metrics) (*httpapi.Server, string) {
 	b.Helper()
 	plain, k, err := auth.NewKey("acme", domain.ScopeRead|domain.ScopeWrite, "bench", now())
@@ -328,7 +328,7 @@ func benchServer(b *testing.B, reqs httpapi.Requests, keys auth.KeyStore, now fu
 		o.Metrics = m
 	}
 	if ob.log {
-		o.AccessLog = slog.New(slog.NewJSONHandler(io.Discard, nil))
+		o.AccessLog = httpapi.NewAccessLog(io.Discard, nil) // as serve makes it for log.format json
 	}
 	// A long key cache: the poll path of a busy client, one Redis call per poll.
 	a := auth.New(keys, []byte("0123456789abcdef0123456789abcdef"), 1000*time.Hour, now)
@@ -355,6 +355,7 @@ func benchPolls(b *testing.B, srv *httpapi.Server, key, id string, clk *clock) {
 		if clk != nil {
 			clk.Add(31 * time.Second) // past the last step of the schedule: never early
 		}
+		ctx.ResetUserValues() // as a fasthttp server does: a fresh request id, no stale Locals
 		ctx.Response.Reset()
 		h(&ctx)
 		if code := ctx.Response.StatusCode(); code != 200 {

@@ -59,10 +59,10 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	s.countProblem(c, de.Code)
 	switch de.Code {
 	case domain.Internal:
-		s.log.Error("internal error", "err", err, "method", c.Method(), "path", c.Path(), "request_id", requestID(c))
+		s.log.Error("internal error", "err", err, "method", c.Method(), "path", c.Path(), "request_id", s.requestID(c))
 		de.Message = "Internal error."
 	case domain.BackendUnavailable:
-		s.log.Warn("backend unavailable", "err", err, "method", c.Method(), "path", c.Path(), "request_id", requestID(c))
+		s.log.Warn("backend unavailable", "err", err, "method", c.Method(), "path", c.Path(), "request_id", s.requestID(c))
 	}
 	if de.RetryAfterSeconds > 0 {
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(de.RetryAfterSeconds))
@@ -77,7 +77,7 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		Detail:    de.Message,
 		Instance:  c.OriginalURL(),
 		Code:      de.Code,
-		RequestID: requestID(c),
+		RequestID: s.requestID(c),
 		Errors:    de.Fields,
 		Request:   de.Request,
 	}

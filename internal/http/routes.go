@@ -5,7 +5,7 @@ import "github.com/asyncstatus/asyncstatus/internal/domain"
 // routes registers every route of the API in one place (spec §4).
 func (s *Server) routes() {
 	a := s.app
-	a.Use(s.requestID)
+	a.Use(s.withState)
 	if s.observing() {
 		a.Use(s.observe) // metrics and access log (observe.go)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -94,6 +95,9 @@ type Server struct {
 	log   *slog.Logger
 	json  jsonCodec
 	obs   observer
+	// ids makes request ids; states pools the per-request state (middleware.go).
+	ids    *idSource
+	states sync.Pool
 }
 
 type jsonCodec struct{}
@@ -117,7 +121,8 @@ func New(reqs Requests, auth Authenticator, limit RateLimiter, opts Options, log
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{reqs: reqs, auth: auth, limit: limit, opts: opts, log: log}
+	s := &Server{reqs: reqs, auth: auth, limit: limit, opts: opts, log: log, ids: newIDSource()}
+	s.states.New = func() any { return &reqState{} }
 	s.app = fiber.New(fiber.Config{
 		AppName:               "asyncstatus",
 		DisableStartupMessage: true,

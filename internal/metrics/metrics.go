@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,11 +47,14 @@ var scriptBuckets = []float64{0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025
 var classes = [...]string{"other", "1xx", "2xx", "3xx", "4xx", "5xx"}
 
 // statusClass is "2xx" for 200..299 and so on; "other" outside 100..599.
-func statusClass(status int) string {
+func statusClass(status int) string { return classes[classIndex(status)] }
+
+// classIndex is the index of status's class in classes.
+func classIndex(status int) int {
 	if c := status / 100; c >= 1 && c <= 5 {
-		return classes[c]
+		return c
 	}
-	return classes[0]
+	return 0
 }
 
 // SweepStats is what the sweeper reports, read at every scrape. It mirrors the
@@ -199,7 +203,13 @@ func (m *Metrics) ObserveRequest(method, route string, status int, d time.Durati
 	if m == nil {
 		return
 	}
-	k := requestKey{method, route, statusClass(status)}
+	s := m.requestSeries(requestKey{method, route, statusClass(status)})
+	s.count.Inc()
+	s.dur.Observe(d.Seconds())
+}
+
+// requestSeries is the children of k, made on first use.
+func (m *Metrics) requestSeries(k requestKey) requestSeries {
 	m.seriesMu.RLock()
 	s, ok := m.series[k]
 	m.seriesMu.RUnlock()
@@ -208,6 +218,40 @@ func (m *Metrics) ObserveRequest(method, route string, status int, d time.Durati
 		m.seriesMu.Lock()
 		m.series[k] = s
 		m.seriesMu.Unlock()
+	}
+	return s
+}
+
+// RouteSeries are the request metrics of one method and route, kept by a
+// caller that knows its routes: ObserveRequest hashes three labels and takes
+// a lock on every call, Observe loads one pointer. A class's series is still
+// made on its first answer, so /metrics lists the same series either way.
+type RouteSeries struct {
+	m             *Metrics
+	method, route string
+	class         [len(classes)]atomic.Pointer[requestSeries]
+}
+
+// RouteSeries returns the series of method and route (the same rules as
+// ObserveRequest); nil, whose Observe does nothing, for a nil *Metrics.
+func (m *Metrics) RouteSeries(method, route string) *RouteSeries {
+	if m == nil {
+		return nil
+	}
+	return &RouteSeries{m: m, method: method, route: route}
+}
+
+// Observe counts one answer of status that took d, as ObserveRequest does.
+func (r *RouteSeries) Observe(status int, d time.Duration) {
+	if r == nil {
+		return
+	}
+	i := classIndex(status)
+	s := r.class[i].Load()
+	if s == nil {
+		v := r.m.requestSeries(requestKey{r.method, r.route, classes[i]})
+		s = &v
+		r.class[i].Store(s)
 	}
 	s.count.Inc()
 	s.dur.Observe(d.Seconds())
@@ -219,6 +263,16 @@ func (m *Metrics) Transition(transition, to string) {
 		return
 	}
 	m.transitions.WithLabelValues(transition, to).Inc()
+}
+
+// TransitionCounter is the counter Transition(transition, to) increments,
+// resolved once (the API's transitions exist from the start, at zero); nil
+// for a nil *Metrics.
+func (m *Metrics) TransitionCounter(transition, to string) prometheus.Counter {
+	if m == nil {
+		return nil
+	}
+	return m.transitions.WithLabelValues(transition, to)
 }
 
 // Throttled counts one 429 answer; reason is ReasonPolledTooEarly or ReasonRateLimited.

@@ -268,3 +268,55 @@ asyncstatus_webhook_store_errors_total 4
 		t.Fatal("webhook series after the source was removed")
 	}
 }
+
+// TestRouteSeries: RouteSeries counts into the same series as ObserveRequest
+// and makes a class's series only on its first answer.
+func TestRouteSeries(t *testing.T) {
+	m, _ := metrics.New(prometheus.NewRegistry())
+	r := m.RouteSeries("GET", "/v1/requests/:id")
+	r.Observe(200, time.Millisecond)
+	r.Observe(204, time.Millisecond)
+	m.ObserveRequest("GET", "/v1/requests/:id", 200, time.Millisecond)
+	r.Observe(700, time.Millisecond)
+	out := scrape(t, m)
+	for _, want := range []string{
+		`asyncstatus_http_requests_total{class="2xx",method="GET",route="/v1/requests/:id"} 3`,
+		`asyncstatus_http_requests_total{class="other",method="GET",route="/v1/requests/:id"} 1`,
+		`asyncstatus_http_request_duration_seconds_count{class="2xx",method="GET",route="/v1/requests/:id"} 3`,
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("no %s in\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, `class="4xx"`) || strings.Contains(out, `class="5xx"`) {
+		t.Errorf("a class with no answer has a series:\n%s", out)
+	}
+	var nilM *metrics.Metrics
+	nilM.RouteSeries("GET", "/x").Observe(200, time.Millisecond) // does nothing
+	if nilM.TransitionCounter("create", "queued") != nil {
+		t.Error("a nil set has a transition counter")
+	}
+}
+
+// BenchmarkRouteSeries is ObserveRequest's work through a kept RouteSeries,
+// on every core at once (as a busy server calls it).
+func BenchmarkRouteSeries(b *testing.B) {
+	m, _ := metrics.New(prometheus.NewRegistry())
+	b.Run("ObserveRequest", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				m.ObserveRequest("GET", "/v1/requests/:id", 200, 1500*time.Microsecond)
+			}
+		})
+	})
+	r := m.RouteSeries("GET", "/v1/requests/:id")
+	b.Run("RouteSeries", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				r.Observe(200, 1500*time.Microsecond)
+			}
+		})
+	})
+}

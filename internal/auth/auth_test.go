@@ -1,0 +1,114 @@
+package auth_test
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asyncstatus/asyncstatus/internal/auth"
+	"github.com/asyncstatus/asyncstatus/internal/domain"
+)
+
+type memKeys struct {
+	m       map[string]domain.APIKey
+	lookups int
+}
+
+func (k *memKeys) LookupKey(_ context.Context, id string) (domain.APIKey, error) {
+	k.lookups++
+	if v, ok := k.m[id]; ok {
+		return v, nil
+	}
+	return domain.APIKey{}, domain.ErrNotFound()
+}
+
+func (k *memKeys) SaveKey(_ context.Context, v domain.APIKey) error { k.m[v.ID] = v; return nil }
+
+// TestAPIKey: a valid key authenticates (from the cache the second time, even
+// when the first call's string lived in a buffer since reused); a wrong secret,
+// a malformed id or an unknown key do not.
+func TestAPIKey(t *testing.T) {
+	ctx := context.Background()
+	keys := &memKeys{m: map[string]domain.APIKey{}}
+	plain, k, err := auth.NewKey("acme", domain.ScopeRead, "t", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = keys.SaveKey(ctx, k)
+	a := auth.New(keys, []byte("secret"), time.Hour, nil)
+
+	buf := []byte(plain)
+	p, err := a.APIKey(ctx, string(buf))
+	if err != nil || p.Tenant != "acme" || p.KeyID != k.ID || p.Scopes != domain.ScopeRead {
+		t.Fatalf("valid key: %+v %v", p, err)
+	}
+	for i := range buf { // the header buffer is reused by the next request
+		buf[i] = 'x'
+	}
+	if p, err := a.APIKey(ctx, plain); err != nil || p.KeyID != k.ID || keys.lookups != 1 {
+		t.Fatalf("cached key: %+v %v, %d lookups", p, err, keys.lookups)
+	}
+
+	wrongSecret := plain[:len(plain)-1] + string("AB"[map[bool]int{true: 1}[plain[len(plain)-1] == 'A']])
+	bad := []string{
+		wrongSecret,
+		"",
+		plain[:len(plain)-1],
+		"ask_" + "ABCDEFGHIJKLMNOP" + plain[4+16:], // upper case id
+		"ask_" + "aaaaaaaaaaaaaaa1" + plain[4+16:], // 1 is not base32
+		"ask_" + "aaaaaaaaaaaaaaaa" + plain[4+16:], // unknown id
+		"xsk_" + plain[4:],
+	}
+	for _, b := range bad {
+		if _, err := a.APIKey(ctx, b); domain.ErrorCode(err) != domain.Unauthenticated {
+			t.Errorf("%q: %v", b, err)
+		}
+	}
+}
+
+// TestPollToken: the token is "<tenant>.<base64url HMAC-SHA256(secret,
+// "poll-token\x00"+tenant+"\x00"+id)>", it grants exactly its request, and
+// concurrent use of the pooled MAC states gives the same tokens.
+func TestPollToken(t *testing.T) {
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	a := auth.New(&memKeys{m: map[string]domain.APIKey{}}, secret, time.Hour, nil)
+	want := func(tenant, id string) string {
+		m := hmac.New(sha256.New, secret)
+		m.Write([]byte("poll-token\x00" + tenant + "\x00" + id))
+		return tenant + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 200 {
+				tenant, id := fmt.Sprintf("t%d", g), fmt.Sprintf("01936f7e-%04d", i)
+				tok := a.PollToken(tenant, id)
+				if tok != want(tenant, id) {
+					t.Errorf("PollToken(%s, %s) = %s, want %s", tenant, id, tok, want(tenant, id))
+					return
+				}
+				p, err := a.PollTokenPrincipal(tok, id)
+				if err != nil || p.Tenant != tenant || p.PollTokenFor != id || p.Scopes != domain.ScopeRead || p.KeyID != "" {
+					t.Errorf("PollTokenPrincipal(%s): %+v %v", tok, p, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	tok := a.PollToken("acme", "id1")
+	for _, bad := range []struct{ tok, id string }{
+		{tok, "id2"}, {tok + "A", "id1"}, {tok[:len(tok)-1], "id1"}, {"globex" + tok[4:], "id1"},
+		{"acme." + strings.Repeat("A", 43), "id1"}, {"acme.!" + tok[6:], "id1"}, {"acme", "id1"}, {"", "id1"}, {"ACME" + tok[4:], "id1"},
+	} {
+		if _, err := a.PollTokenPrincipal(bad.tok, bad.id); domain.ErrorCode(err) != domain.NotFound {
+			t.Errorf("PollTokenPrincipal(%q, %q): %v", bad.tok, bad.id, err)
+		}
+	}
+}
