@@ -15,6 +15,8 @@
 // "<prefix>:{<tenant>}:r:<id>" (hash) and "<prefix>:{<tenant>}:ix" (zset by created_at).
 // The record stores the representation's members under their own names, times as
 // Unix milliseconds, JSON members as strings: the plain layout a first version would use.
+// Its scripts and representation live in bench/yardstick, shared with the in-process
+// benchmarks of internal/http and internal/store.
 package main
 
 import (
@@ -34,6 +36,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/asyncstatus/asyncstatus/bench/yardstick"
 )
 
 func main() {
@@ -58,7 +62,7 @@ func run(addr, redisURL, prefix string) error {
 	defer rdb.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	for _, s := range []*redis.Script{createScript, processingScript, completeScript} {
+	for _, s := range []*redis.Script{yardstick.CreateScript, yardstick.ProcessingScript, yardstick.CompleteScript} {
 		if err := s.Load(ctx, rdb).Err(); err != nil {
 			return fmt.Errorf("load script: %w", err)
 		}
@@ -126,126 +130,6 @@ func errorHandler(c *fiber.Ctx, err error) error {
 
 var errNotFound = httpError{fiber.StatusNotFound, "not found"}
 
-// createScript writes the record and its one index entry.
-// KEYS[1] record  KEYS[2] index   ARGV[1] id  ARGV[2] now ms  ARGV[3] type  ARGV[4] context  ARGV[5] created_by
-var createScript = redis.NewScript(`
-redis.call('HSET', KEYS[1], 'type', ARGV[3], 'status', 'queued', 'context', ARGV[4], 'created_by', ARGV[5],
-  'created_at', ARGV[2], 'updated_at', ARGV[2], 'version', '1')
-redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
-return 1`)
-
-// processingScript: queued|processing -> processing with progress; returns {code, record...}.
-// KEYS[1] record  ARGV[1] now ms  ARGV[2] progress JSON
-var processingScript = redis.NewScript(`
-local st = redis.call('HGET', KEYS[1], 'status')
-if not st then return {1} end
-if st ~= 'queued' and st ~= 'processing' then return {6, redis.call('HGETALL', KEYS[1])} end
-redis.call('HSET', KEYS[1], 'status', 'processing', 'progress', ARGV[2], 'updated_at', ARGV[1])
-redis.call('HINCRBY', KEYS[1], 'version', 1)
-return {0, redis.call('HGETALL', KEYS[1])}`)
-
-// completeScript: queued|processing -> succeeded with the result; returns {code, record...}.
-// KEYS[1] record  ARGV[1] now ms  ARGV[2] result_type  ARGV[3] result JSON
-var completeScript = redis.NewScript(`
-local st = redis.call('HGET', KEYS[1], 'status')
-if not st then return {1} end
-if st ~= 'queued' and st ~= 'processing' then return {6, redis.call('HGETALL', KEYS[1])} end
-redis.call('HSET', KEYS[1], 'status', 'succeeded', 'result_type', ARGV[2], 'result', ARGV[3],
-  'updated_at', ARGV[1], 'completed_at', ARGV[1])
-redis.call('HINCRBY', KEYS[1], 'version', 1)
-return {0, redis.call('HGETALL', KEYS[1])}`)
-
-// representation is the poll answer, member for member as asyncstatus writes it.
-type representation struct {
-	ID          string          `json:"id"`
-	Type        string          `json:"type"`
-	Status      string          `json:"status"`
-	Done        bool            `json:"done"`
-	Progress    json.RawMessage `json:"progress,omitempty"`
-	Context     json.RawMessage `json:"context,omitempty"`
-	ResultType  string          `json:"result_type,omitempty"`
-	Result      json.RawMessage `json:"result,omitempty"`
-	CreatedBy   string          `json:"created_by"`
-	CreatedAt   msTime          `json:"created_at"`
-	UpdatedAt   msTime          `json:"updated_at"`
-	CompletedAt *msTime         `json:"completed_at"`
-	ExpiresAt   *msTime         `json:"expires_at"`
-	Version     int64           `json:"version"`
-}
-
-// msTime is Unix milliseconds, written as RFC 3339 UTC with milliseconds.
-type msTime int64
-
-func (t msTime) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, 26)
-	b = append(b, '"')
-	b = time.UnixMilli(int64(t)).UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
-	return append(b, '"'), nil
-}
-
-func parseMs(v string) msTime {
-	n, _ := strconv.ParseInt(v, 10, 64)
-	return msTime(n)
-}
-
-func fromFields(id string, get func(string) (string, bool)) representation {
-	r := representation{ID: id}
-	r.Type, _ = get("type")
-	r.Status, _ = get("status")
-	r.Done = r.Status == "succeeded"
-	if v, ok := get("context"); ok && v != "" {
-		r.Context = json.RawMessage(v)
-	}
-	if v, ok := get("progress"); ok && v != "" {
-		r.Progress = json.RawMessage(v)
-	}
-	r.ResultType, _ = get("result_type")
-	if v, ok := get("result"); ok && v != "" {
-		r.Result = json.RawMessage(v)
-	}
-	r.CreatedBy, _ = get("created_by")
-	v, _ := get("created_at")
-	r.CreatedAt = parseMs(v)
-	v, _ = get("updated_at")
-	r.UpdatedAt = parseMs(v)
-	if v, ok := get("completed_at"); ok {
-		t := parseMs(v)
-		r.CompletedAt = &t
-	}
-	v, _ = get("version")
-	r.Version, _ = strconv.ParseInt(v, 10, 64)
-	return r
-}
-
-func fromMap(id string, m map[string]string) representation {
-	return fromFields(id, func(k string) (string, bool) { v, ok := m[k]; return v, ok })
-}
-
-// fromFlat reads a script's HGETALL reply (a flat field/value array).
-func fromFlat(id string, flat []any) representation {
-	m := make(map[string]string, len(flat)/2)
-	for i := 0; i+1 < len(flat); i += 2 {
-		k, _ := flat[i].(string)
-		v, _ := flat[i+1].(string)
-		m[k] = v
-	}
-	return fromMap(id, m)
-}
-
-func (s *server) write(c *fiber.Ctx, status int, r representation) error {
-	body, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	c.Set(fiber.HeaderETag, `"`+strconv.FormatInt(r.Version, 10)+`"`)
-	c.Set(fiber.HeaderCacheControl, "no-store")
-	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-	if !r.Done {
-		c.Set(fiber.HeaderRetryAfter, "1")
-	}
-	return c.Status(status).Send(body)
-}
-
 func (s *server) poll(c *fiber.Ctx) error {
 	id := c.Params("id")
 	m, err := s.rdb.HGetAll(c.UserContext(), s.record(s.tenant(c), id)).Result()
@@ -255,7 +139,7 @@ func (s *server) poll(c *fiber.Ctx) error {
 	if len(m) == 0 {
 		return errNotFound
 	}
-	return s.write(c, fiber.StatusOK, fromMap(id, m))
+	return yardstick.Write(c, fiber.StatusOK, yardstick.FromMap(id, m))
 }
 
 func (s *server) create(c *fiber.Ctx) error {
@@ -278,17 +162,17 @@ func (s *server) create(c *fiber.Ctx) error {
 	id, tenant := u.String(), s.tenant(c)
 	now := time.Now().UnixMilli()
 	nowS := strconv.FormatInt(now, 10)
-	if err := createScript.Run(c.UserContext(), s.rdb, []string{s.record(tenant, id), s.index(tenant)},
+	if err := yardstick.CreateScript.Run(c.UserContext(), s.rdb, []string{s.record(tenant, id), s.index(tenant)},
 		id, nowS, in.Type, ctxJSON, "bench").Err(); err != nil {
 		return err
 	}
 	c.Set(fiber.HeaderLocation, c.BaseURL()+"/v1/requests/"+id)
-	r := representation{ID: id, Type: in.Type, Status: "queued", CreatedBy: "bench", CreatedAt: msTime(now),
-		UpdatedAt: msTime(now), Version: 1}
+	r := yardstick.Representation{ID: id, Type: in.Type, Status: "queued", CreatedBy: "bench", CreatedAt: yardstick.MsTime(now),
+		UpdatedAt: yardstick.MsTime(now), Version: 1}
 	if ctxJSON != "" {
 		r.Context = json.RawMessage(ctxJSON)
 	}
-	return s.write(c, fiber.StatusAccepted, r)
+	return yardstick.Write(c, fiber.StatusAccepted, r)
 }
 
 func compact(raw json.RawMessage) (string, error) {
@@ -313,7 +197,7 @@ func (s *server) processing(c *fiber.Ctx) error {
 		}
 	}
 	progress, _ := json.Marshal(in)
-	return s.transition(c, processingScript, string(progress))
+	return s.transition(c, yardstick.ProcessingScript, string(progress))
 }
 
 func (s *server) complete(c *fiber.Ctx) error {
@@ -328,7 +212,7 @@ func (s *server) complete(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return s.transition(c, completeScript, in.ResultType, result)
+	return s.transition(c, yardstick.CompleteScript, in.ResultType, result)
 }
 
 // transition runs one compare-and-set script and answers with the new record.
@@ -346,7 +230,7 @@ func (s *server) transition(c *fiber.Ctx, sc *redis.Script, args ...string) erro
 	switch code {
 	case 0:
 		flat, _ := v[1].([]any)
-		return s.write(c, fiber.StatusOK, fromFlat(id, flat))
+		return yardstick.Write(c, fiber.StatusOK, yardstick.FromFlat(id, flat))
 	case 1:
 		return errNotFound
 	default:
@@ -379,12 +263,12 @@ func (s *server) list(c *fiber.Ctx) error {
 		return err
 	}
 	out := struct {
-		Items      []representation `json:"items"`
-		NextCursor *string          `json:"next_cursor"`
-	}{Items: make([]representation, 0, len(ids))}
+		Items      []yardstick.Representation `json:"items"`
+		NextCursor *string                    `json:"next_cursor"`
+	}{Items: make([]yardstick.Representation, 0, len(ids))}
 	for i, cmd := range cmds {
 		if m := cmd.Val(); len(m) > 0 {
-			out.Items = append(out.Items, fromMap(ids[i], m))
+			out.Items = append(out.Items, yardstick.FromMap(ids[i], m))
 		}
 	}
 	if more && len(out.Items) > 0 {

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
+	"github.com/asyncstatus/asyncstatus/bench/yardstick"
 	"github.com/asyncstatus/asyncstatus/internal/auth"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	httpapi "github.com/asyncstatus/asyncstatus/internal/http"
@@ -159,68 +160,6 @@ func benchAsyncstatus(b *testing.B, reqs httpapi.Requests) (fasthttp.RequestHand
 
 // ---- the yardstick: bench/baseline's work around its Redis call ----
 
-type ydRepresentation struct {
-	ID          string          `json:"id"`
-	Type        string          `json:"type"`
-	Status      string          `json:"status"`
-	Done        bool            `json:"done"`
-	Progress    json.RawMessage `json:"progress,omitempty"`
-	Context     json.RawMessage `json:"context,omitempty"`
-	ResultType  string          `json:"result_type,omitempty"`
-	Result      json.RawMessage `json:"result,omitempty"`
-	CreatedBy   string          `json:"created_by"`
-	CreatedAt   ydTime          `json:"created_at"`
-	UpdatedAt   ydTime          `json:"updated_at"`
-	CompletedAt *ydTime         `json:"completed_at"`
-	ExpiresAt   *ydTime         `json:"expires_at"`
-	Version     int64           `json:"version"`
-}
-
-type ydTime int64
-
-func (t ydTime) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, 26)
-	b = append(b, '"')
-	b = time.UnixMilli(int64(t)).UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
-	return append(b, '"'), nil
-}
-
-func ydFromMap(id string, m map[string]string) ydRepresentation {
-	ms := func(k string) ydTime { n, _ := strconv.ParseInt(m[k], 10, 64); return ydTime(n) }
-	r := ydRepresentation{ID: id, Type: m["type"], Status: m["status"], ResultType: m["result_type"], CreatedBy: m["created_by"],
-		CreatedAt: ms("created_at"), UpdatedAt: ms("updated_at")}
-	r.Done = r.Status == "succeeded"
-	if v := m["context"]; v != "" {
-		r.Context = json.RawMessage(v)
-	}
-	if v := m["progress"]; v != "" {
-		r.Progress = json.RawMessage(v)
-	}
-	if v := m["result"]; v != "" {
-		r.Result = json.RawMessage(v)
-	}
-	if _, ok := m["completed_at"]; ok {
-		t := ms("completed_at")
-		r.CompletedAt = &t
-	}
-	r.Version, _ = strconv.ParseInt(m["version"], 10, 64)
-	return r
-}
-
-func ydWrite(c *fiber.Ctx, status int, r ydRepresentation) error {
-	body, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	c.Set(fiber.HeaderETag, `"`+strconv.FormatInt(r.Version, 10)+`"`)
-	c.Set(fiber.HeaderCacheControl, "no-store")
-	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-	if !r.Done {
-		c.Set(fiber.HeaderRetryAfter, "1")
-	}
-	return c.Status(status).Send(body)
-}
-
 func ydRecord(r domain.Request) map[string]string {
 	m := map[string]string{"type": r.Type, "status": string(r.Status), "context": string(r.Context), "created_by": r.CreatedBy,
 		"created_at": strconv.FormatInt(r.CreatedAt.UnixMilli(), 10), "updated_at": strconv.FormatInt(r.UpdatedAt.UnixMilli(), 10),
@@ -241,7 +180,7 @@ func benchYardstick(f *benchRequests) fasthttp.RequestHandler {
 	processing, succeeded := ydRecord(f.processing), ydRecord(f.succeeded)
 	app.Get("/v1/requests/:id", func(c *fiber.Ctx) error {
 		id := c.Params("id")
-		return ydWrite(c, fiber.StatusOK, ydFromMap(id, processing))
+		return yardstick.Write(c, fiber.StatusOK, yardstick.FromMap(id, processing))
 	})
 	app.Post("/v1/requests", func(c *fiber.Ctx) error {
 		var in struct {
@@ -262,9 +201,9 @@ func benchYardstick(f *benchRequests) fasthttp.RequestHandler {
 		}
 		id, now := u.String(), time.Now().UnixMilli()
 		c.Set(fiber.HeaderLocation, c.BaseURL()+"/v1/requests/"+id)
-		r := ydRepresentation{ID: id, Type: in.Type, Status: "queued", CreatedBy: "bench", CreatedAt: ydTime(now),
-			UpdatedAt: ydTime(now), Version: 1, Context: ctxJSON.Bytes()}
-		return ydWrite(c, fiber.StatusAccepted, r)
+		r := yardstick.Representation{ID: id, Type: in.Type, Status: "queued", CreatedBy: "bench", CreatedAt: yardstick.MsTime(now),
+			UpdatedAt: yardstick.MsTime(now), Version: 1, Context: ctxJSON.Bytes()}
+		return yardstick.Write(c, fiber.StatusAccepted, r)
 	})
 	app.Post("/v1/requests/:id/complete", func(c *fiber.Ctx) error {
 		var in struct {
@@ -280,7 +219,7 @@ func benchYardstick(f *benchRequests) fasthttp.RequestHandler {
 		}
 		id := c.Params("id")
 		_ = strconv.FormatInt(time.Now().UnixMilli(), 10) // the script's argument
-		return ydWrite(c, fiber.StatusOK, ydFromMap(id, succeeded))
+		return yardstick.Write(c, fiber.StatusOK, yardstick.FromMap(id, succeeded))
 	})
 	return app.Handler()
 }

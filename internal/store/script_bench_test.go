@@ -9,34 +9,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/asyncstatus/asyncstatus/bench/yardstick"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/store"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
-)
-
-// The yardstick's scripts (bench/baseline): its record is a hash of the
-// representation's members, with one index entry.
-var (
-	baselineCreate = redis.NewScript(`
-redis.call('HSET', KEYS[1], 'type', ARGV[3], 'status', 'queued', 'context', ARGV[4], 'created_by', ARGV[5],
-  'created_at', ARGV[2], 'updated_at', ARGV[2], 'version', '1')
-redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
-return 1`)
-	baselineProcessing = redis.NewScript(`
-local st = redis.call('HGET', KEYS[1], 'status')
-if not st then return {1} end
-if st ~= 'queued' and st ~= 'processing' then return {6, redis.call('HGETALL', KEYS[1])} end
-redis.call('HSET', KEYS[1], 'status', 'processing', 'progress', ARGV[2], 'updated_at', ARGV[1])
-redis.call('HINCRBY', KEYS[1], 'version', 1)
-return {0, redis.call('HGETALL', KEYS[1])}`)
-	baselineComplete = redis.NewScript(`
-local st = redis.call('HGET', KEYS[1], 'status')
-if not st then return {1} end
-if st ~= 'queued' and st ~= 'processing' then return {6, redis.call('HGETALL', KEYS[1])} end
-redis.call('HSET', KEYS[1], 'status', 'succeeded', 'result_type', ARGV[2], 'result', ARGV[3],
-  'updated_at', ARGV[1], 'completed_at', ARGV[1])
-redis.call('HINCRBY', KEYS[1], 'version', 1)
-return {0, redis.call('HGETALL', KEYS[1])}`)
 )
 
 // BenchmarkRedisCost measures what each step of the reference request's life costs
@@ -55,7 +31,7 @@ func BenchmarkRedisCost(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, sc := range []*redis.Script{baselineCreate, baselineProcessing, baselineComplete} {
+	for _, sc := range []*redis.Script{yardstick.CreateScript, yardstick.ProcessingScript, yardstick.CompleteScript} {
 		if err := sc.Load(ctx, rdb).Err(); err != nil {
 			b.Fatal(err)
 		}
@@ -104,7 +80,7 @@ func BenchmarkRedisCost(b *testing.B) {
 		}
 		ours := spent("evalsha")
 		for i := range n {
-			baselineCreate.Run(ctx, rdb, []string{bl(i), "bl:{bench}:ix"}, strconv.Itoa(i), "1764410400000",
+			yardstick.CreateScript.Run(ctx, rdb, []string{bl(i), "bl:{bench}:ix"}, strconv.Itoa(i), "1764410400000",
 				"statement.export", string(in.Context), "bench")
 		}
 		report(b, n, ours, spent("evalsha"))
@@ -136,7 +112,7 @@ func BenchmarkRedisCost(b *testing.B) {
 		_, err := s.MarkProcessing(ctx, domain.TransitionParams{Tenant: "bench", ID: id, By: "key_b"}, prog)
 		return err
 	}, func(i int) error {
-		return baselineProcessing.Run(ctx, rdb, []string{bl(i)}, "1764410401000", string(prog.Progress)).Err()
+		return yardstick.ProcessingScript.Run(ctx, rdb, []string{bl(i)}, "1764410401000", string(prog.Progress)).Err()
 	}, "evalsha")
 	caller := 0
 	step("Poll", func(id string) error { // every poll a caller's first: paced, pacing state written
@@ -148,6 +124,6 @@ func BenchmarkRedisCost(b *testing.B) {
 		_, err := s.Complete(ctx, domain.TransitionParams{Tenant: "bench", ID: id, By: "key_b"}, done)
 		return err
 	}, func(i int) error {
-		return baselineComplete.Run(ctx, rdb, []string{bl(i)}, "1764410404512", "answer", string(done.Result)).Err()
+		return yardstick.CompleteScript.Run(ctx, rdb, []string{bl(i)}, "1764410404512", "answer", string(done.Result)).Err()
 	}, "evalsha")
 }
