@@ -23,44 +23,55 @@ type field struct {
 // one of keys, each at most once, into fs (fs[i] for keys[i]). It reports false
 // for anything else, including a key spelt with escapes or in another case:
 // encoding/json would match such keys case-insensitively, and duplicates let
-// the last one win, which only the slow path reproduces.
+// the last one win, which only the slow path reproduces. The syntax is checked
+// as strictly as the slow path's scanner does (see value), in the same pass.
 func scanFields(body []byte, keys []string, fs []field) bool {
-	// One strict pass first: the same scanner as the slow path's Decoder (same
-	// nesting limit, no UTF-8 check), so the walk below may trust the syntax,
-	// and there is nothing but whitespace around the one value.
-	if !json.Valid(body) {
-		return false
-	}
 	i := skipSpace(body, 0)
-	if body[i] != '{' {
+	if i >= len(body) || body[i] != '{' {
 		return false
 	}
 	i = skipSpace(body, i+1)
-	if body[i] == '}' {
-		return true
+	if i < len(body) && body[i] == '}' {
+		return skipSpace(body, i+1) == len(body)
 	}
 	for {
-		// body[i] opens the key string.
+		if i >= len(body) || body[i] != '"' {
+			return false
+		}
 		j := i + 1
-		for body[j] != '"' {
-			if body[j] == '\\' {
-				return false
-			}
+		for j < len(body) && body[j] != '"' && body[j] != '\\' {
 			j++
 		}
+		if j >= len(body) || body[j] != '"' {
+			return false
+		}
+		// A known key is plain ASCII, so a match is also a valid string.
 		k := keyIndex(keys, body[i+1:j])
 		if k < 0 || fs[k].raw != nil {
 			return false
 		}
-		i = skipSpace(body, j+1) // at ':'
-		i = skipSpace(body, i+1) // at the value
-		end, space := skipValue(body, i)
-		fs[k] = field{raw: body[i:end], space: space}
-		i = skipSpace(body, end) // at ',' or '}'
-		if body[i] == '}' {
-			return true
+		i = skipSpace(body, j+1)
+		if i >= len(body) || body[i] != ':' {
+			return false
 		}
 		i = skipSpace(body, i+1)
+		end, space, ok := value(body, i, 1)
+		if !ok {
+			return false
+		}
+		fs[k] = field{raw: body[i:end], space: space}
+		i = skipSpace(body, end)
+		if i >= len(body) {
+			return false
+		}
+		switch body[i] {
+		case '}':
+			return skipSpace(body, i+1) == len(body)
+		case ',':
+			i = skipSpace(body, i+1)
+		default:
+			return false
+		}
 	}
 }
 
@@ -85,41 +96,171 @@ func isJSONSpace(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r'
 }
 
-// skipValue returns the end of the valid JSON value starting at b[i], and the
-// number of whitespace bytes outside strings within it.
-func skipValue(b []byte, i int) (end, space int) {
-	switch b[i] {
-	case '"':
-		return skipString(b, i), 0
-	case '{', '[':
-		depth := 0
-		for ; ; i++ {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1, space
-				}
-			case ' ', '\t', '\n', '\r':
-				space++
-			}
-		}
-	default: // a number, true, false or null
-		for i < len(b) {
-			switch b[i] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return i, 0
-			}
-			i++
-		}
-		return i, 0
+// maxFastDepth bounds the nesting the fast path follows (it recurses); deeper
+// values go to the slow path, which also owns the scanner's limit of 10000.
+const maxFastDepth = 256
+
+// value checks the JSON value starting at b[i] with the grammar of
+// encoding/json's scanner (json.Valid's, which likewise does not check UTF-8
+// inside strings) and returns its end and how many whitespace bytes outside
+// strings it holds. depth counts the arrays and objects around it. What
+// follows the value is the caller's to check.
+func value(b []byte, i, depth int) (end, space int, ok bool) {
+	if i >= len(b) {
+		return 0, 0, false
 	}
+	switch c := b[i]; c {
+	case '"':
+		end, ok = stringEnd(b, i)
+		return end, 0, ok
+	case '{', '[':
+		if depth >= maxFastDepth {
+			return 0, 0, false
+		}
+		closing := byte(']')
+		if c == '{' {
+			closing = '}'
+		}
+		j := skipSpace(b, i+1)
+		space, i = j-i-1, j
+		if i < len(b) && b[i] == closing {
+			return i + 1, space, true
+		}
+		for {
+			if c == '{' {
+				if i >= len(b) || b[i] != '"' {
+					return 0, 0, false
+				}
+				if i, ok = stringEnd(b, i); !ok {
+					return 0, 0, false
+				}
+				j = skipSpace(b, i)
+				space, i = space+j-i, j
+				if i >= len(b) || b[i] != ':' {
+					return 0, 0, false
+				}
+				j = skipSpace(b, i+1)
+				space, i = space+j-i-1, j
+			}
+			e, s, ok := value(b, i, depth+1)
+			if !ok {
+				return 0, 0, false
+			}
+			j = skipSpace(b, e)
+			space, i = space+s+j-e, j
+			if i >= len(b) {
+				return 0, 0, false
+			}
+			switch b[i] {
+			case closing:
+				return i + 1, space, true
+			case ',':
+				j = skipSpace(b, i+1)
+				space, i = space+j-i-1, j
+			default:
+				return 0, 0, false
+			}
+		}
+	case 't':
+		return literal(b, i, "true")
+	case 'f':
+		return literal(b, i, "false")
+	case 'n':
+		return literal(b, i, "null")
+	}
+	end, ok = numberEnd(b, i)
+	return end, 0, ok
 }
 
-// skipString returns the index after the string literal opening at b[i].
+func literal(b []byte, i int, lit string) (end, space int, ok bool) {
+	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
+		return 0, 0, false
+	}
+	return i + len(lit), 0, true
+}
+
+// numberEnd checks -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? at b[i].
+func numberEnd(b []byte, i int) (int, bool) {
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(b):
+		return 0, false
+	case b[i] == '0':
+		i++
+	case '1' <= b[i] && b[i] <= '9':
+		i = digitsEnd(b, i+1)
+	default:
+		return 0, false
+	}
+	if i < len(b) && b[i] == '.' {
+		j := digitsEnd(b, i+1)
+		if j == i+1 {
+			return 0, false
+		}
+		i = j
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		j := digitsEnd(b, i)
+		if j == i {
+			return 0, false
+		}
+		i = j
+	}
+	return i, true
+}
+
+func digitsEnd(b []byte, i int) int {
+	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+// stringEnd checks the string literal opening at b[i] and returns the index
+// after its closing quote: no control characters, only JSON's escapes.
+func stringEnd(b []byte, i int) (int, bool) {
+	for i++; i < len(b); i++ {
+		c := b[i]
+		if c >= ' ' && c != '"' && c != '\\' {
+			continue
+		}
+		switch c {
+		case '"':
+			return i + 1, true
+		case '\\':
+			i++
+			if i >= len(b) {
+				return 0, false
+			}
+			switch b[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if len(b)-i <= 4 || !isHex(b[i+1]) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) {
+					return 0, false
+				}
+				i += 4
+			default:
+				return 0, false
+			}
+		default: // a control character
+			return 0, false
+		}
+	}
+	return 0, false
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// skipString returns the index after the string literal opening at b[i],
+// which is known to be valid.
 func skipString(b []byte, i int) int {
 	for i++; ; i++ {
 		switch b[i] {

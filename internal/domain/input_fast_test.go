@@ -241,3 +241,31 @@ func BenchmarkDecodeComplete(b *testing.B) {
 func BenchmarkDecodeProgress(b *testing.B) {
 	benchDecode(b, "processing", DecodeProgress, decodeProgressSlow)
 }
+
+// FuzzValueScanner holds the fast path's syntax check to json.Valid: it may
+// decline only what nests too deep for it, never accept what json.Valid
+// refuses, and its whitespace count must be what json.Compact removes.
+func FuzzValueScanner(f *testing.F) {
+	for _, s := range append(seeds, `-0.5e+7`, `01`, `1.`, `1e`, `-`, `"\u12g4"`, `"\/"`, "\"\x1f\"", `[1,]`, `[,1]`, `{"a" 1}`, `tru`, `nul`, `[]]`) {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		i := skipSpace(b, 0)
+		end, space, ok := value(b, i, 0)
+		ok = ok && skipSpace(b, end) == len(b)
+		switch valid := json.Valid(b); {
+		case ok && !valid:
+			t.Fatalf("%q accepted, json.Valid refuses it", b)
+		case !ok && valid && bytes.Count(b, []byte("["))+bytes.Count(b, []byte("{")) < maxFastDepth:
+			t.Fatalf("%q declined, json.Valid accepts it", b)
+		case ok:
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, b[i:end]); err != nil || buf.Len() != end-i-space {
+				t.Fatalf("%q: %d whitespace bytes counted, json.Compact removes %d", b, space, end-i-buf.Len())
+			}
+			if !bytes.Equal(compactCopy(field{raw: b[i:end], space: space}), buf.Bytes()) {
+				t.Fatalf("%q: compactCopy differs from json.Compact", b)
+			}
+		}
+	})
+}
