@@ -165,6 +165,15 @@ func validString(s string, max int) bool {
 
 // DecodeCreate validates a create body.
 func DecodeCreate(body []byte, lim Limits) (CreateInput, error) {
+	if out, ok := fastCreate(body, lim); ok {
+		return out, nil
+	}
+	return decodeCreateSlow(body, lim)
+}
+
+// decodeCreateSlow is the reference implementation: it decides every input the
+// fast path declines, and the fuzz tests hold the fast path to its answers.
+func decodeCreateSlow(body []byte, lim Limits) (CreateInput, error) {
 	var in struct {
 		Type     *string         `json:"type"`
 		Context  json.RawMessage `json:"context"`
@@ -206,6 +215,14 @@ func DecodeCreate(body []byte, lim Limits) (CreateInput, error) {
 
 // DecodeProgress validates an optional processing body.
 func DecodeProgress(body []byte) (ProgressInput, error) {
+	if out, ok := fastProgress(body); ok {
+		return out, nil
+	}
+	return decodeProgressSlow(body)
+}
+
+// decodeProgressSlow is the reference implementation behind DecodeProgress.
+func decodeProgressSlow(body []byte) (ProgressInput, error) {
 	var in struct {
 		Percent json.RawMessage `json:"percent"`
 		Message *string         `json:"message"`
@@ -250,6 +267,14 @@ const (
 
 // DecodeComplete validates a complete body.
 func DecodeComplete(body []byte, lim Limits) (CompleteInput, error) {
+	if out, ok := fastComplete(body, lim); ok {
+		return out, nil
+	}
+	return decodeCompleteSlow(body, lim)
+}
+
+// decodeCompleteSlow is the reference implementation behind DecodeComplete.
+func decodeCompleteSlow(body []byte, lim Limits) (CompleteInput, error) {
 	var in struct {
 		ResultType *string         `json:"result_type"`
 		Result     json.RawMessage `json:"result"`
@@ -395,6 +420,14 @@ func decodeConfirmation(raw json.RawMessage) (json.RawMessage, error) {
 
 // DecodeFail validates a fail body.
 func DecodeFail(body []byte) (FailInput, error) {
+	if out, ok := fastFail(body); ok {
+		return out, nil
+	}
+	return decodeFailSlow(body)
+}
+
+// decodeFailSlow is the reference implementation behind DecodeFail.
+func decodeFailSlow(body []byte) (FailInput, error) {
 	var in struct {
 		Code   *string `json:"code"`
 		Reason *string `json:"reason"`
