@@ -428,7 +428,7 @@ func (s *Store) transition(ctx context.Context, p domain.TransitionParams, op st
 	}
 	ca, _ := idMillis(p.ID)
 	keys := []string{s.k.record(p.Tenant, p.ID), s.k.deadlines(p.Tenant), s.k.retentionBuckets(p.Tenant),
-		s.k.pacing(p.Tenant, p.ID), s.k.webhookFilter(p.Tenant), s.k.outbox(p.Tenant)}
+		s.k.pacing(p.Tenant, p.ID), s.k.meta(p.Tenant), s.k.webhookFilter(p.Tenant), s.k.outbox(p.Tenant)}
 	fp := ""
 	if p.IdemKey != "" {
 		keys = append(keys, s.idemKey(p.Tenant, op, p.ID, p.IdemKey))

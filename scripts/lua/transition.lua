@@ -4,8 +4,9 @@
 -- and the Idempotency-Key at once; a terminal record is never written again.
 -- KEYS[1] record           KEYS[2] deadline zset
 -- KEYS[3] retention bucket index (zset of bucket ends)
--- KEYS[4] pacing hash      KEYS[5] webhook filter hash (endpoint id -> event letters)
--- KEYS[6] webhook outbox stream                    KEYS[7] idempotency key (optional)
+-- KEYS[4] pacing hash      KEYS[5] tenant meta hash (its wh field: has webhook endpoints)
+-- KEYS[6] webhook filter hash (endpoint id -> event letters)
+-- KEYS[7] webhook outbox stream                    KEYS[8] idempotency key (optional)
 -- ARGV[1] target status: p s f c e        ARGV[2] now (unix ms)
 -- ARGV[3] by (key id, or "system")
 -- ARGV[4] payload: progress / result / failure JSON, cancel reason JSON, or ""
@@ -25,7 +26,8 @@
 -- ARGV[18] index key prefix ("<prefix>:{<tenant>}:ix:"): the request's index is
 --          "<prefix><status letter>:<type>", named here because only the record
 --          knows the type (same hash tag, so this slot).
--- An applied status change emits its webhook event (emit_webhooks): queued ->
+-- An applied status change emits its webhook event (emit_webhooks, when the tenant
+-- has endpoints: meta field wh): queued ->
 -- processing emits p (request.processing), a terminal status its own letter. A
 -- heartbeat (processing -> processing) emits nothing.
 -- Returns {0, record} applied | {1} not found
@@ -33,8 +35,8 @@
 --         {5, record} idempotent replay
 --         {6, record} already terminal (record untouched)
 --         {7} sweeper guard failed: nothing to do
-local record, deadlines, buckets, pacing, hooks, outbox, idem =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local record, deadlines, buckets, pacing, meta, hooks, outbox, idem =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local to, now, by, payload, guard, id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[6], ARGV[13]
 
 local rec = rcall('GET', record)
@@ -110,5 +112,9 @@ else
 end
 
 if idem then rcall('SET', idem, ARGV[11], 'PX', ARGV[12]) end
-if from ~= to then emit_webhooks(hooks, outbox, ARGV[14], to, id, now, rec) end
+-- the meta hash is small and read by every create and poll: asking it whether
+-- there are endpoints at all is cheaper than reading an absent filter hash
+if from ~= to and rcall('HGET', meta, 'wh') then
+  emit_webhooks(hooks, outbox, ARGV[14], to, id, now, rec)
+end
 return {0, rec}
