@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 
 // refLimits are the service's default limits (config defaults.go).
@@ -17,20 +18,7 @@ var refLimits = Limits{ContextBytes: 4096, ResultBytes: 16384}
 // tool sends them, and as they stand (indented) in the file.
 func reference(tb testing.TB) (compact, indented map[string][]byte) {
 	tb.Helper()
-	var b []byte
-	var err error
-	for _, p := range []string{"../../../shared/bench/reference-request.json", "../../shared/bench/reference-request.json"} {
-		if b, err = os.ReadFile(filepath.Clean(p)); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		tb.Skipf("reference request: %v", err)
-	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil {
-		tb.Fatal(err)
-	}
+	raw := testenv.ReferenceRequest(tb)
 	compact, indented = map[string][]byte{}, map[string][]byte{}
 	for _, k := range []string{"create", "processing", "complete"} {
 		var buf bytes.Buffer
@@ -130,7 +118,7 @@ var seeds = []string{
 
 func addSeeds(f *testing.F, withLimit bool) {
 	compact, indented := map[string][]byte{}, map[string][]byte{}
-	if b, err := os.ReadFile("../../../shared/bench/reference-request.json"); err == nil {
+	if b, err := os.ReadFile(testenv.ReferencePath(f)); err == nil {
 		var raw map[string]json.RawMessage
 		if json.Unmarshal(b, &raw) == nil {
 			for k, v := range raw {

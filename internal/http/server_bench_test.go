@@ -23,6 +23,7 @@ import (
 	httpapi "github.com/asyncstatus/asyncstatus/internal/http"
 	"github.com/asyncstatus/asyncstatus/internal/http/logbuf"
 	"github.com/asyncstatus/asyncstatus/internal/metrics"
+	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 
 // ---- BenchmarkServer*: the HTTP server's own CPU per call against a yardstick ----
@@ -56,7 +57,7 @@ type referenceRequest struct {
 
 func loadReference(b *testing.B) (referenceRequest, []byte, []byte) {
 	b.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "shared", "bench", "reference-request.json"))
+	raw, err := os.ReadFile(testenv.ReferencePath(b))
 	if err != nil {
 		b.Fatal(err)
 	}

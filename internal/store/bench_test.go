@@ -2,8 +2,6 @@ package store_test
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,24 +15,8 @@ import (
 
 func loadReference(tb testing.TB) (domain.CreateInput, domain.ProgressInput, domain.CompleteInput) {
 	tb.Helper()
-	var raw struct {
-		Create     json.RawMessage `json:"create"`
-		Processing json.RawMessage `json:"processing"`
-		Complete   json.RawMessage `json:"complete"`
-	}
-	var b []byte
-	var err error
-	for _, p := range []string{"../../../shared/bench/reference-request.json", "../../shared/bench/reference-request.json"} {
-		if b, err = os.ReadFile(filepath.Clean(p)); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		tb.Fatalf("reference request: %v", err)
-	}
-	if err := json.Unmarshal(b, &raw); err != nil {
-		tb.Fatal(err)
-	}
+	ref := testenv.ReferenceRequest(tb)
+	raw := struct{ Create, Processing, Complete json.RawMessage }{ref["create"], ref["processing"], ref["complete"]}
 	lim := domain.Limits{ContextBytes: 4096, ResultBytes: 16384}
 	c, err := domain.DecodeCreate(raw.Create, lim)
 	if err != nil {
