@@ -79,3 +79,30 @@ func FuzzDecodeRecord(f *testing.F) {
 		_, _ = decodeRecord(id, rec, true) // must not panic
 	})
 }
+
+// FuzzRecordValues: whatever a client puts in the JSON members, the record's
+// separator (byte 31) cannot appear in them (encoding/json escapes control
+// characters, and validated JSON cannot hold them raw), so every member comes
+// back as it went in.
+func FuzzRecordValues(f *testing.F) {
+	f.Add("plain", "msg")
+	f.Add("\x1f", "\x1f\x1e\x00")
+	f.Add(`"quoted" \ back`, "\u2028")
+	id := uuid.Must(uuid.NewV7()).String()
+	f.Fuzz(func(t *testing.T, a, b string) {
+		ctxJSON, _ := json.Marshal(map[string]string{"a": a})
+		result, _ := json.Marshal(map[string]any{"b": b, "n": len(b)})
+		if strings.ContainsRune(string(ctxJSON), recordSep) || strings.ContainsRune(string(result), recordSep) {
+			t.Fatalf("separator inside encoded JSON: %q %q", ctxJSON, result)
+		}
+		rec := strings.Split(newRecord("x", "key_a", ctxJSON), "\x1f")
+		rec[fStatus], rec[fResultType], rec[fResult], rec[fCompleted] = "s", "answer", string(result), "1"
+		r, err := decodeRecord(id, strings.Join(rec, "\x1f"), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(r.Context) != string(ctxJSON) || string(r.Result) != string(result) || r.ResultType != "answer" || r.Type != "x" {
+			t.Fatalf("round trip: %+v", r)
+		}
+	})
+}
