@@ -106,3 +106,21 @@ func FuzzRecordValues(f *testing.F) {
 		}
 	})
 }
+
+// FuzzValidID holds the byte scan to its definition: a string that parses as a
+// UUID and prints back as itself.
+func FuzzValidID(f *testing.F) {
+	f.Add(uuid.Must(uuid.NewV7()).String())
+	f.Add(strings.ToUpper(uuid.Must(uuid.NewV7()).String()))
+	f.Add("01936f7e8a3c7b519a562f3c1e0d4b7a")
+	f.Add("{01936f7e-8a3c-7b51-9a56-2f3c1e0d4b7a}")
+	f.Add("01936f7e-8a3c-7b51-9a56-2f3c1e0d4b7g")
+	f.Add("01936f7e+8a3c-7b51-9a56-2f3c1e0d4b7a")
+	f.Fuzz(func(t *testing.T, id string) {
+		u, err := uuid.Parse(id)
+		want := err == nil && u.String() == id
+		if got := validID(id); got != want {
+			t.Fatalf("validID(%q) = %v, want %v", id, got, want)
+		}
+	})
+}

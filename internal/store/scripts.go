@@ -69,7 +69,7 @@ const (
 	codeReplay      = 5
 	codeTerminal    = 6
 	codeNothingToDo = 7
-	codeRetry       = 8
+	// 8 is retired (delete.lua no longer reads before it writes).
 	codeRateLimited = 9
 	// 10 (lease lost) and 20 (webhook limit) belong to the webhook scripts (webhooks.go).
 )
@@ -116,20 +116,14 @@ func (s *Store) scriptError(op, id string, code int64, detail []any) error {
 		return e
 	case codeNothingToDo:
 		return errNothingToDo
-	case codeRetry:
-		return errReadAgain
 	case codeWebhookLimit:
 		return domain.Errorf(domain.ValidationFailed, "A tenant may register at most %d webhook endpoints; delete one first.", first())
 	}
 	return backend(op, fmt.Errorf("unexpected script outcome %d", code))
 }
 
-var (
-	// errNothingToDo: a sweeper's guarded transition found the request moved on.
-	errNothingToDo = errors.New("nothing to do")
-	// errReadAgain: the record changed between the caller's read and its script.
-	errReadAgain = errors.New("record changed; read again")
-)
+// errNothingToDo: a sweeper's guarded transition found the request moved on.
+var errNothingToDo = errors.New("nothing to do")
 
 // run executes a script (EVALSHA, falling back to EVAL when Redis lost its script
 // cache) and decodes the outcome code. With Options.WaitReplicas > 0, the writes

@@ -351,13 +351,26 @@ func toInt64(v any) int64 {
 }
 
 // validID reports whether id is a canonical lower-case UUID, as the service makes
-// them; anything else cannot exist and never reaches Redis.
+// them; anything else cannot exist and never reaches Redis. It runs on every poll
+// and transition, so it scans the bytes instead of parsing and re-printing.
 func validID(id string) bool {
 	if len(id) != 36 {
 		return false
 	}
-	u, err := uuid.Parse(id)
-	return err == nil && u.String() == id
+	for i := 0; i < 36; i++ {
+		c := id[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Events lists a request's status changes, oldest first.

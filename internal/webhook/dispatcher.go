@@ -192,9 +192,6 @@ func NewDispatcher(out Outbox, o DispatcherOptions) (*Dispatcher, error) {
 // Options are the dispatcher's options, defaults applied.
 func (d *Dispatcher) Options() DispatcherOptions { return d.o }
 
-// Consumer is this dispatcher's name in the consumer groups.
-func (d *Dispatcher) Consumer() string { return d.o.Consumer }
-
 // Stats returns a copy of the counters.
 func (d *Dispatcher) Stats() DispatchStats {
 	d.mu.Lock()
