@@ -74,7 +74,6 @@ func (s *Store) List(ctx context.Context, tenant string, f domain.ListFilter) (*
 		wantStatus[st] = true
 	}
 
-	now := s.now().UnixMilli()
 	page := &domain.ListPage{Items: make([]*domain.Request, 0, limit)}
 	more := false
 	for round := 0; round < listRounds && len(page.Items) < limit; round++ {
@@ -119,10 +118,9 @@ func (s *Store) List(ctx context.Context, tenant string, f domain.ListFilter) (*
 		}
 		for _, req := range reqs {
 			switch {
-			case req == nil:
-			case req.ExpiresAt != nil && req.ExpiresAt.UnixMilli() <= now: // past retention: gone
+			case req == nil: // vanished, or past retention (hydrate)
 			case len(wantStatus) > 0 && !wantStatus[req.Status]: // moved on since the script
-			case f.Type != "" && req.Type != f.Type:
+			// (no type check: a request's type never changes, and it came from its type's index)
 			default:
 				page.Items = append(page.Items, req)
 			}
