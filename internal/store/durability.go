@@ -239,6 +239,15 @@ func (s *Store) pause(ctx context.Context, attempt int) bool {
 
 // decodeReply reads a script's flat array answer: the outcome code, then values.
 func decodeReply(v any) (reply, error) {
+	// The hot scripts (poll, create, transition) answer one string whose first
+	// byte is the code digit: Redis converts a Lua string into a reply faster than
+	// a table, and go-redis reads it with one allocation.
+	if str, ok := v.(string); ok {
+		if str == "" || str[0] < '0' || str[0] > '9' {
+			return reply{}, fmt.Errorf("unexpected script reply %q", truncateReply(str))
+		}
+		return reply{code: int64(str[0] - '0'), str: str[1:]}, nil
+	}
 	arr, ok := v.([]any)
 	if !ok || len(arr) == 0 {
 		return reply{}, fmt.Errorf("unexpected script reply %T", v)
@@ -248,4 +257,12 @@ func decodeReply(v any) (reply, error) {
 		return reply{}, fmt.Errorf("unexpected script outcome %T", arr[0])
 	}
 	return reply{code: code, rest: arr[1:]}, nil
+}
+
+// truncateReply keeps an error message about a malformed reply short.
+func truncateReply(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
 }

@@ -57,6 +57,17 @@ func (s scripts) all() []*redis.Script {
 type reply struct {
 	code int64
 	rest []any
+	// str is the rest of a string reply after its code digit (see decodeReply).
+	str string
+}
+
+// detail is what follows the code, for scriptError: a table reply's elements, or
+// a string reply's rest as one element.
+func (r reply) detail() []any {
+	if r.rest == nil && r.str != "" {
+		return []any{r.str}
+	}
+	return r.rest
 }
 
 // Script outcome codes, shared by every script (see each script's header).
@@ -106,7 +117,10 @@ func (s *Store) scriptError(op, id string, code int64, detail []any) error {
 		e.RetryAfterSeconds = wait
 		return e
 	case codeTerminal:
-		rec, _ := detail[0].(string)
+		var rec string
+		if len(detail) > 0 {
+			rec, _ = detail[0].(string)
+		}
 		cur, err := decodeRecord(id, rec, false)
 		if err != nil {
 			return err

@@ -230,7 +230,7 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 			return &domain.Request{ID: id, Type: in.Type, Status: domain.StatusQueued, Context: in.Context,
 				CreatedBy: p.CreatedBy, CreatedAt: domain.Time{Time: created}, UpdatedAt: domain.Time{Time: created}, Version: 1}, false, nil
 		case codeReplay:
-			pid, _ := r.rest[0].(string)
+			pid := r.str
 			res, err := s.read(ctx, domain.PollParams{Tenant: p.Tenant, ID: pid})
 			req := res.Request
 			if domain.ErrorCode(err) == domain.NotFound {
@@ -241,7 +241,7 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 			}
 			return req, err == nil, err
 		default:
-			return nil, false, s.scriptError("create request", id, r.code, r.rest)
+			return nil, false, s.scriptError("create request", id, r.code, r.detail())
 		}
 	}
 	return nil, false, backend("create request", errors.New("idempotency entry kept changing"))
@@ -309,33 +309,38 @@ func (s *Store) read(ctx context.Context, p domain.PollParams) (domain.PollResul
 	if err != nil {
 		return res, backend("read request "+p.ID, err)
 	}
-	if len(r.rest) < 3 {
+	// r.str is ",<n>[,<rl_limit>,<rl_remaining>,<rl_reset_ms>]", then for code 0
+	// "|" and the record (poll.lua's header).
+	head, rec, hasRec := strings.Cut(r.str, "|")
+	var nums [4]int64
+	k := 0
+	head, ok := strings.CutPrefix(head, ",")
+	for more := ok; more && k < len(nums); k++ {
+		var f string
+		f, head, more = strings.Cut(head, ",")
+		if nums[k], err = strconv.ParseInt(f, 10, 64); err != nil {
+			return res, unexpected("read request", r)
+		}
+	}
+	if head != "" || (k != 1 && k != 4) {
 		return res, unexpected("read request", r)
 	}
-	if limit := toInt64(r.rest[0]); limit >= 0 {
-		remaining, reset := toInt64(r.rest[1]), toInt64(r.rest[2])
-		res.Rate = &domain.RateInfo{Allowed: r.code != codeRateLimited, Limit: limit, Remaining: remaining, Reset: time.UnixMilli(reset)}
+	if k == 4 {
+		res.Rate = &domain.RateInfo{Allowed: r.code != codeRateLimited, Limit: nums[1], Remaining: nums[2], Reset: time.UnixMilli(nums[3])}
 	}
-	rest := r.rest[3:]
 	switch r.code {
 	case codeOK:
-		// {retry_after, record}
-		if len(rest) < 2 {
+		if !hasRec {
 			return res, unexpected("read request", r)
 		}
-		rec, ok := rest[1].(string)
-		if !ok {
-			return res, unexpected("read request", r)
-		}
-		ra, _ := rest[0].(int64)
-		res.RetryAfter = int(ra)
+		res.RetryAfter = int(nums[0])
 		// a paced poll (a caller) never serves events: only unpaced reads parse them
 		res.Request, err = decodeRecord(p.ID, rec, p.Caller == "")
 		return res, err
 	case codeRateLimited:
-		rest = r.rest[2:3] // the reset of the binding limit
+		return res, s.scriptError("read request", p.ID, r.code, []any{nums[3]})
 	}
-	return res, s.scriptError("read request", p.ID, r.code, rest)
+	return res, s.scriptError("read request", p.ID, r.code, []any{nums[0]})
 }
 
 // toInt64 reads a script's number, sent as an integer or as a string.
@@ -459,13 +464,9 @@ func (s *Store) transition(ctx context.Context, p domain.TransitionParams, op st
 		s.outboxHook.written(p.Tenant)
 	}
 	if r.code == codeOK || r.code == codeReplay {
-		if len(r.rest) < 1 {
-			return nil, unexpected(op+" request", r)
-		}
-		rec, _ := r.rest[0].(string)
-		return decodeRecord(p.ID, rec, false)
+		return decodeRecord(p.ID, r.str, false)
 	}
-	return nil, s.scriptError(op+" request", p.ID, r.code, r.rest)
+	return nil, s.scriptError(op+" request", p.ID, r.code, r.detail())
 }
 
 // Delete removes a request and everything that belongs to it.

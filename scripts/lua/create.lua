@@ -13,22 +13,22 @@
 -- ARGV[7] stale id: an idempotency entry naming this id may be replaced (its record is gone)
 -- ARGV[8] outbox bound (XADD MAXLEN ~)   ARGV[9] type
 -- A created request emits request.created to the endpoints that asked for it (emit_webhooks).
--- Returns {0} created | {2} tenant frozen | {4} idempotency key reused with another body
---         {5, id} replay: the key already made request id
+-- Returns one string (see poll.lua): "0" created | "2" tenant frozen
+--   "4" idempotency key reused with another body | "5" .. id replay: the key already made request id
 local record, meta, qset, deadlines, hooks, outbox, idem =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id, now, rec = ARGV[1], ARGV[2], ARGV[3]
 
 local m = rcall('HMGET', meta, 'fz', 'wh', 't:' .. ARGV[9])
-if m[1] == '1' then return {2} end
+if m[1] == '1' then return '2' end
 
 if idem then
   local prev = rcall('GET', idem)
   if prev then
     local sep = string.find(prev, '|', 1, true)
     local fp, pid = string.sub(prev, 1, sep - 1), string.sub(prev, sep + 1)
-    if fp ~= ARGV[5] then return {4} end
-    if pid ~= ARGV[7] then return {5, pid} end
+    if fp ~= ARGV[5] then return '4' end
+    if pid ~= ARGV[7] then return '5' .. pid end
   end
 end
 
@@ -40,4 +40,4 @@ if idem then
   rcall('SET', idem, ARGV[5] .. '|' .. id, 'PX', ARGV[6])
 end
 if m[2] then emit_webhooks(hooks, outbox, ARGV[8], 'q', id, now, rec) end
-return {0}
+return '0'

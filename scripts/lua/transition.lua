@@ -30,36 +30,38 @@
 -- has endpoints: meta field wh): queued ->
 -- processing emits p (request.processing), a terminal status its own letter. A
 -- heartbeat (processing -> processing) emits nothing.
--- Returns {0, record} applied | {1} not found
---         {4} idempotency key reused with another body
---         {5, record} idempotent replay
---         {6, record} already terminal (record untouched)
---         {7} sweeper guard failed: nothing to do
+-- Returns one string, the code digit then (for 0, 5, 6) the record (a string,
+-- not a table: see poll.lua):
+--   "0" .. record  applied | "1" not found
+--   "4" idempotency key reused with another body
+--   "5" .. record  idempotent replay
+--   "6" .. record  already terminal (record untouched)
+--   "7" sweeper guard failed: nothing to do
 local record, deadlines, buckets, pacing, meta, hooks, outbox, idem =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local to, now, by, payload, guard, id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[6], ARGV[13]
 
 local rec = rcall('GET', record)
-if not rec then return {1} end
+if not rec then return '1' end
 local f = rec_split(rec)
-if gone(f[4], now) then return {1} end
+if gone(f[4], now) then return '1' end
 
 if idem then
   local prev = rcall('GET', idem)
   if prev then
-    if prev ~= ARGV[11] then return {4} end
-    return {5, rec}
+    if prev ~= ARGV[11] then return '4' end
+    return '5' .. rec
   end
 end
 
 local from = f[1]
 if terminal(from) then
-  if guard ~= '' then return {7} end
-  return {6, rec}
+  if guard ~= '' then return '7' end
+  return '6' .. rec
 end
 if guard ~= '' then
   local due = rcall('ZSCORE', deadlines, id)
-  if from ~= guard or not due or tonumber(due) > tonumber(now) then return {7} end
+  if from ~= guard or not due or tonumber(due) > tonumber(now) then return '7' end
 end
 
 local ca = ARGV[15]
@@ -117,4 +119,4 @@ if idem then rcall('SET', idem, ARGV[11], 'PX', ARGV[12]) end
 if from ~= to and rcall('HGET', meta, 'wh') then
   emit_webhooks(hooks, outbox, ARGV[14], to, id, now, rec)
 end
-return {0, rec}
+return '0' .. rec

@@ -31,6 +31,7 @@ func main() {
 	profile := flag.Bool("profile", def.Profile, "perf profile of asyncstatus and redis-server under the poll load (needs perf)")
 	ref := flag.String("ref", "", "reference request JSON (default: bench/load/reference-request.json, embedded)")
 	quiet := flag.Duration("quiet-wait", 0, "before each round, wait up to this long for other processes to leave the machine idle (shared machines)")
+	only := flag.String("only", "", "comma-separated scenario name prefixes to run (e.g. poll,create); default all")
 	out := flag.String("out", "bench/out", "directory for latest.md and perf.data (\"\" = none)")
 	flag.Parse()
 
@@ -60,6 +61,9 @@ func main() {
 		}
 	})
 	cfg.PollCallers = *callers
+	if *only != "" {
+		cfg.Only = strings.Split(*only, ",")
+	}
 	cfg.QuietWait = *quiet
 	cfg.MemWarm = max(cfg.MemN/10, 50)
 	cfg.OutDir = *out
