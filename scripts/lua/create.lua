@@ -22,13 +22,18 @@ local id, now, rec = ARGV[1], ARGV[2], ARGV[3]
 local m = rcall('HMGET', meta, 'fz', 'wh', 't:' .. ARGV[9])
 if m[1] == '1' then return '2' end
 
+-- The key is claimed and read in one call (SET NX GET: Redis 7.0+); if it was
+-- taken, nothing was written. Claiming before the record is safe: a record that
+-- then fails to appear leaves an entry naming a missing request, which the next
+-- try takes over (ARGV[7]).
 if idem then
-  local prev = rcall('GET', idem)
+  local prev = rcall('SET', idem, ARGV[5] .. '|' .. id, 'NX', 'PX', ARGV[6], 'GET')
   if prev then
     local sep = string.find(prev, '|', 1, true)
     local fp, pid = string.sub(prev, 1, sep - 1), string.sub(prev, sep + 1)
     if fp ~= ARGV[5] then return '4' end
     if pid ~= ARGV[7] then return '5' .. pid end
+    rcall('SET', idem, ARGV[5] .. '|' .. id, 'PX', ARGV[6])
   end
 end
 
@@ -36,8 +41,5 @@ if not rcall('SET', record, rec, 'NX') then return redis.error_reply('ERR id col
 rcall('ZADD', qset, now, id)
 rcall('ZADD', deadlines, ARGV[4], id)
 if not m[3] then rcall('HSET', meta, 't:' .. ARGV[9], '1') end
-if idem then
-  rcall('SET', idem, ARGV[5] .. '|' .. id, 'PX', ARGV[6])
-end
 if m[2] then emit_webhooks(hooks, outbox, ARGV[8], 'q', id, now, rec) end
 return '0'
