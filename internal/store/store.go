@@ -309,22 +309,11 @@ func (s *Store) read(ctx context.Context, p domain.PollParams) (domain.PollResul
 	if err != nil {
 		return res, backend("read request "+p.ID, err)
 	}
-	// r.str is ",<n>[,<rl_limit>,<rl_remaining>,<rl_reset_ms>]", then for code 0
-	// "|" and the record (poll.lua's header).
-	head, rec, hasRec := strings.Cut(r.str, "|")
-	var nums [4]int64
-	k := 0
-	head, ok := strings.CutPrefix(head, ",")
-	for more := ok; more && k < len(nums); k++ {
-		var f string
-		f, head, more = strings.Cut(head, ",")
-		if nums[k], err = strconv.ParseInt(f, 10, 64); err != nil {
-			return res, unexpected("read request", r)
-		}
-	}
-	if head != "" || (k != 1 && k != 4) {
+	pr, ok := parsePollReply(r.str)
+	if !ok {
 		return res, unexpected("read request", r)
 	}
+	nums, k, rec, hasRec := pr.nums, pr.n, pr.rec, pr.hasRec
 	if k == 4 {
 		res.Rate = &domain.RateInfo{Allowed: r.code != codeRateLimited, Limit: nums[1], Remaining: nums[2], Reset: time.UnixMilli(nums[3])}
 	}
@@ -341,6 +330,35 @@ func (s *Store) read(ctx context.Context, p domain.PollParams) (domain.PollResul
 		return res, s.scriptError("read request", p.ID, r.code, []any{nums[3]})
 	}
 	return res, s.scriptError("read request", p.ID, r.code, []any{nums[0]})
+}
+
+// pollReply is poll.lua's answer after its code digit.
+type pollReply struct {
+	nums   [4]int64 // n, then rl_limit, rl_remaining, rl_reset_ms when counted
+	n      int      // how many of nums were sent: 1, or 4 with a rate limit
+	rec    string
+	hasRec bool
+}
+
+// parsePollReply reads ",<n>[,<rl_limit>,<rl_remaining>,<rl_reset_ms>]", then
+// optionally "|" and the record (poll.lua's header); ok is false for anything else.
+func parsePollReply(str string) (pr pollReply, ok bool) {
+	head, rec, hasRec := strings.Cut(str, "|")
+	head, more := strings.CutPrefix(head, ",")
+	for ; more && pr.n < len(pr.nums); pr.n++ {
+		var f string
+		f, head, more = strings.Cut(head, ",")
+		v, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return pollReply{}, false
+		}
+		pr.nums[pr.n] = v
+	}
+	if more || head != "" || (pr.n != 1 && pr.n != 4) {
+		return pollReply{}, false
+	}
+	pr.rec, pr.hasRec = rec, hasRec
+	return pr, true
 }
 
 // toInt64 reads a script's number, sent as an integer or as a string.
