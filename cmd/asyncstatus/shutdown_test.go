@@ -44,6 +44,18 @@ func buildBinary(t *testing.T) string {
 // some waiting on a frozen Redis, one still uploading its body — sends SIGTERM,
 // and checks that the listener closes at once, that every request in flight gets
 // its complete answer, and that the process exits with status 0 (spec §11).
+// binaryKey makes an API key with the built binary's `keys create`.
+func binaryKey(t *testing.T, bin string, env []string, tenant, scopes string) string {
+	t.Helper()
+	keyCmd := exec.Command(bin, "keys", "create", "--tenant", tenant, "--scopes", scopes)
+	keyCmd.Env = env
+	out, err := keyCmd.Output()
+	if err != nil {
+		t.Fatalf("keys create: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
 func TestSIGTERMFinishesInFlight(t *testing.T) {
 	bin := buildBinary(t)
 	redisProc := testenv.StartRedisProcess(t)
@@ -61,13 +73,7 @@ func TestSIGTERMFinishesInFlight(t *testing.T) {
 		"ASYNCSTATUS_RATELIMIT_TENANT=100000-S",
 		"PATH=" + os.Getenv("PATH"),
 	}
-	keyCmd := exec.Command(bin, "keys", "create", "--tenant", "acme", "--scopes", "read,write")
-	keyCmd.Env = env
-	out, err := keyCmd.Output()
-	if err != nil {
-		t.Fatalf("keys create: %v", err)
-	}
-	key := strings.TrimSpace(string(out))
+	key := binaryKey(t, bin, env, "acme", "read,write")
 
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = env

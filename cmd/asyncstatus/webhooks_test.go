@@ -39,13 +39,7 @@ func TestWebhookSurvivesKill(t *testing.T) {
 		"ASYNCSTATUS_HTTP_ADDR=" + addr,
 		"PATH=" + os.Getenv("PATH"),
 	}
-	keyCmd := exec.Command(bin, "keys", "create", "--tenant", "acme", "--scopes", "read,write,admin")
-	keyCmd.Env = env
-	out, err := keyCmd.Output()
-	if err != nil {
-		t.Fatalf("keys create: %v", err)
-	}
-	key := strings.TrimSpace(string(out))
+	key := binaryKey(t, bin, env, "acme", "read,write,admin")
 
 	// The receiver holds every request until the first process is dead, then
 	// accepts; it verifies each signature as the Standard Webhooks spec says.

@@ -100,3 +100,35 @@ func TestOneRoundTripPerPollWithRateLimits(t *testing.T) {
 		t.Fatalf("the middleware limiter counted polls: %v", lim.calls)
 	}
 }
+
+// TestEarlyPollWithRateLimitsCarriesHeaders: a poll answered 429
+// POLLED_TOO_EARLY under counted read limits is still one round trip, has been
+// counted, and carries RateLimit-* (spec §5: every authenticated answer does).
+func TestEarlyPollWithRateLimitsCarriesHeaders(t *testing.T) {
+	e := newEnv(t, nil)
+	st, err := store.New(e.rdb, store.Options{Now: e.clock.Now, EarlyTolerance: 0.2,
+		PollRate: &store.PollRate{CredentialLimit: 10, CredentialWindow: time.Minute, TenantLimit: 100, TenantWindow: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.st = st
+	e.srv = httpapi.New(st, auth.New(st, []byte("0123456789abcdef0123456789abcdef"), time.Minute, e.clock.Now), &fakeLimiter{left: 100},
+		httpapi.Options{PollRateInStore: true}, nil)
+	id, _ := e.mustCreate("acme-rw")
+	c := &counter{}
+	e.rdb.AddHook(c)
+	r := e.call("GET", "/v1/requests/"+id, "", e.as("acme-r")...) // the first poll: paced, warms the key cache
+	if r.code != 200 || r.h.Get("RateLimit-Limit") != "10" || r.h.Get("RateLimit-Remaining") != "9" {
+		t.Fatalf("first poll: %d %v", r.code, r.h)
+	}
+	before := c.n.Load()
+	r = e.call("GET", "/v1/requests/"+id, "", e.as("acme-r")...)
+	wantProblem(t, r, 429, "POLLED_TOO_EARLY")
+	if r.h.Get("Retry-After") != "1" || r.h.Get("RateLimit-Limit") != "10" || r.h.Get("RateLimit-Remaining") != "8" ||
+		r.h.Get("RateLimit-Reset") == "" {
+		t.Fatalf("early poll: %v", r.h)
+	}
+	if got := c.n.Load() - before; got != 1 {
+		t.Fatalf("%d round trips, want 1", got)
+	}
+}

@@ -83,16 +83,22 @@ func (s *Store) ReapplyRetention(ctx context.Context, o ReapplyOptions) (Reapply
 
 // tenantList reads the whole tenant registry.
 func (s *Store) tenantList(ctx context.Context) ([]string, error) {
+	return s.scanSet(ctx, s.k.tenants(), "list tenants")
+}
+
+// scanSet reads a whole set with SSCAN, each call under its own deadline, so
+// that a large registry never blocks Redis with one SMEMBERS.
+func (s *Store) scanSet(ctx context.Context, key, op string) ([]string, error) {
 	var out []string
 	var cursor uint64
 	for {
 		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
-		ts, next, err := s.rdb.SScan(cctx, s.k.tenants(), cursor, "", 500).Result()
+		batch, next, err := s.rdb.SScan(cctx, key, cursor, "", 500).Result()
 		cancel()
 		if err != nil {
-			return nil, backend("list tenants", err)
+			return nil, backend(op, err)
 		}
-		out = append(out, ts...)
+		out = append(out, batch...)
 		if next == 0 {
 			return out, nil
 		}

@@ -313,23 +313,22 @@ func (s *Store) read(ctx context.Context, p domain.PollParams) (domain.PollResul
 	if !ok {
 		return res, unexpected("read request", r)
 	}
-	nums, k, rec, hasRec := pr.nums, pr.n, pr.rec, pr.hasRec
-	if k == 4 {
-		res.Rate = &domain.RateInfo{Allowed: r.code != codeRateLimited, Limit: nums[1], Remaining: nums[2], Reset: time.UnixMilli(nums[3])}
+	if pr.n == 4 {
+		res.Rate = &domain.RateInfo{Allowed: r.code != codeRateLimited, Limit: pr.nums[1], Remaining: pr.nums[2], Reset: time.UnixMilli(pr.nums[3])}
 	}
 	switch r.code {
 	case codeOK:
-		if !hasRec {
+		if !pr.hasRec {
 			return res, unexpected("read request", r)
 		}
-		res.RetryAfter = int(nums[0])
+		res.RetryAfter = int(pr.nums[0])
 		// a paced poll (a caller) never serves events: only unpaced reads parse them
-		res.Request, err = decodeRecord(p.ID, rec, p.Caller == "")
+		res.Request, err = decodeRecord(p.ID, pr.rec, p.Caller == "")
 		return res, err
 	case codeRateLimited:
-		return res, s.scriptError("read request", p.ID, r.code, []any{nums[3]})
+		return res, s.scriptError("read request", p.ID, r.code, []any{pr.nums[3]})
 	}
-	return res, s.scriptError("read request", p.ID, r.code, []any{nums[0]})
+	return res, s.scriptError("read request", p.ID, r.code, []any{pr.nums[0]})
 }
 
 // pollReply is poll.lua's answer after its code digit.

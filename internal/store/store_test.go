@@ -285,6 +285,11 @@ func TestIdempotentCreate(t *testing.T) {
 		if err != nil || replay || r.ID == ids[0] {
 			t.Fatalf("create after delete: %v %v", replay, err)
 		}
+		// ... and the key now names the new request
+		again, replay, err := f.s.Create(ctx, p)
+		if err != nil || !replay || again.ID != r.ID {
+			t.Fatalf("replay after the key was taken over: %+v %v %v, want %s", again, replay, err, r.ID)
+		}
 	})
 }
 

@@ -295,20 +295,9 @@ func (s *Store) WebhookDeliveries(ctx context.Context, tenant, id string) ([]dom
 
 // WebhookTenants reads the registry of tenants with webhook endpoints.
 func (s *Store) WebhookTenants(ctx context.Context) ([]domain.WebhookTenant, error) {
-	var names []string
-	var cursor uint64
-	for {
-		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
-		batch, next, err := s.rdb.SScan(cctx, s.k.webhookTenants(), cursor, "", 500).Result()
-		cancel()
-		if err != nil {
-			return nil, backend("list webhook tenants", err)
-		}
-		names = append(names, batch...)
-		if next == 0 {
-			break
-		}
-		cursor = next
+	names, err := s.scanSet(ctx, s.k.webhookTenants(), "list webhook tenants")
+	if err != nil {
+		return nil, err
 	}
 	out := make([]domain.WebhookTenant, 0, len(names))
 	for len(names) > 0 {

@@ -807,20 +807,6 @@ func TestRedirectNotFollowed(t *testing.T) {
 	}
 }
 
-// lockedBuffer collects log output from several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
 // TestRedisAway: while Redis does not answer, the dispatcher keeps trying
 // quietly (one warning, no busy loop) and the queued message waits in Redis;
 // when Redis is back it is delivered without a restart.
@@ -836,7 +822,7 @@ func TestRedisAway(t *testing.T) {
 	f.complete("acme", queued)
 
 	proc.Pause()
-	var logs lockedBuffer
+	var logs testenv.Buffer
 	d, _ := f.startDispatcher(func(o *webhook.DispatcherOptions) {
 		o.Log = slog.New(slog.NewTextHandler(&logs, nil))
 	})
