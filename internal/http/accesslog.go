@@ -19,8 +19,7 @@ func NewAccessLog(w io.Writer, opts *slog.HandlerOptions) *slog.Logger {
 	if opts == nil {
 		opts = &slog.HandlerOptions{}
 	}
-	mu := &sync.Mutex{}
-	lw := &lockedWriter{mu: mu, w: w}
+	lw := &lockedWriter{w: w}
 	return slog.New(&accessHandler{Handler: slog.NewJSONHandler(lw, opts), w: lw,
 		fast: !opts.AddSource && opts.ReplaceAttr == nil,
 		bufs: &sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}})
@@ -28,7 +27,7 @@ func NewAccessLog(w io.Writer, opts *slog.HandlerOptions) *slog.Logger {
 
 // lockedWriter serialises the writes of both paths of an accessHandler.
 type lockedWriter struct {
-	mu *sync.Mutex
+	mu sync.Mutex
 	w  io.Writer
 }
 

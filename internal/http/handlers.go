@@ -3,7 +3,6 @@ package httpapi
 import (
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -26,8 +25,8 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 // body is what encoding/json makes of r (domain.Request.AppendJSON, without
 // reflection), built in a pooled buffer and copied into the response.
 func (s *Server) writeRequest(c *fiber.Ctx, status int, r *domain.Request) error {
-	bp := requestBufs.Get().(*[]byte)
-	defer requestBufs.Put(bp)
+	bp := s.bufs.Get().(*[]byte)
+	defer s.bufs.Put(bp)
 	body, err := r.AppendJSON((*bp)[:0])
 	if err != nil {
 		return err
@@ -64,13 +63,10 @@ func appendETag(b []byte, version int64) []byte {
 	return append(strconv.AppendInt(append(b, '"'), version, 10), '"')
 }
 
-// requestBufs holds the buffers writeRequest encodes into; one larger than
-// maxPooledBuf (a request near the body limit) is left to the GC.
-var requestBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
-
+// maxPooledBuf bounds the buffers kept in the server's pools.
 const maxPooledBuf = 64 << 10
 
-func etag(version int64) string { return `"` + strconv.FormatInt(version, 10) + `"` }
+func etag(version int64) string { return string(appendETag(nil, version)) }
 
 // saneHost reports whether host (a Host header) can go into a URL we hand out:
 // what the pattern ^[A-Za-z0-9.\-]+(:[0-9]{1,5})?$|^\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$
@@ -182,12 +178,12 @@ func (s *Server) create(c *fiber.Ctx) error {
 
 func (s *Server) poll(c *fiber.Ctx) error {
 	p := principal(c)
-	pp := domain.PollParams{Tenant: p.Tenant, ID: c.Params("id"), Caller: p.KeyID, Credential: p.KeyID}
+	pp := domain.PollParams{Tenant: p.Tenant, ID: c.Params("id"), Caller: p.KeyID}
 	if p.KeyID == "" { // a poll token: one caller per request
-		pp.Caller, pp.Credential = "t", "pt:"+p.PollTokenFor
+		pp.Caller = "t"
 	}
-	if !s.opts.PollRateInStore {
-		pp.Credential = "" // counted by the middleware's limiter instead
+	if s.opts.PollRateInStore { // else counted by the middleware's limiter
+		pp.Credential = rateCredential(p)
 	}
 	res, err := s.reqs.Poll(c.UserContext(), pp)
 	if res.Rate != nil {

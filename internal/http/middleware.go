@@ -40,11 +40,7 @@ func (s *Server) withState(c *fiber.Ctx) error {
 	st := s.states.Get().(*reqState)
 	*st = reqState{}
 	s.initState(c, st)
-	if err := c.Next(); err != nil {
-		if herr := s.errorHandler(c, err); herr != nil {
-			_ = c.SendStatus(fiber.StatusInternalServerError)
-		}
-	}
+	s.answerError(c, c.Next())
 	c.Locals(localState, nil)
 	s.states.Put(st)
 	return nil
@@ -121,6 +117,16 @@ func saneToken(v string, max int) bool {
 }
 
 // principal is the authenticated caller; zero before authentication.
+// rateCredential names whom a rate limit counts: the API key id, or "pt:" and
+// the request a poll token is for. The middleware's limiter and the poll
+// script (PollRateInStore) count on the same names, so the same counters.
+func rateCredential(p domain.Principal) string {
+	if p.KeyID != "" {
+		return p.KeyID
+	}
+	return "pt:" + p.PollTokenFor
+}
+
 func principal(c *fiber.Ctx) domain.Principal {
 	if st, ok := c.Locals(localState).(*reqState); ok {
 		return st.principal
@@ -172,11 +178,7 @@ func (s *Server) authenticate(need domain.Scopes, pollToken bool, limit RateLimi
 		}
 		s.state(c).principal = p
 		if limit != nil {
-			cred := p.KeyID
-			if cred == "" {
-				cred = "pt:" + p.PollTokenFor
-			}
-			d := limit.Allow(c.UserContext(), p.Tenant, cred, scope)
+			d := limit.Allow(c.UserContext(), p.Tenant, rateCredential(p), scope)
 			for k, v := range d.Headers {
 				c.Set(k, v)
 			}

@@ -78,11 +78,7 @@ func (s *Server) observe(c *fiber.Ctx) error {
 			s.record(c, start, fiber.StatusInternalServerError)
 		}
 	}()
-	if err := c.Next(); err != nil {
-		if herr := s.errorHandler(c, err); herr != nil {
-			_ = c.SendStatus(fiber.StatusInternalServerError)
-		}
-	}
+	s.answerError(c, c.Next())
 	finished = true
 	s.record(c, start, c.Response().StatusCode())
 	return nil

@@ -49,6 +49,17 @@ type problem struct {
 	Request   *domain.Request     `json:"request,omitempty"`
 }
 
+// answerError answers err (nil: nothing to do) with errorHandler, or with a
+// bare 500 when even that fails.
+func (s *Server) answerError(c *fiber.Ctx, err error) {
+	if err == nil {
+		return
+	}
+	if herr := s.errorHandler(c, err); herr != nil {
+		_ = c.SendStatus(fiber.StatusInternalServerError)
+	}
+}
+
 // errorHandler is Fiber's ErrorHandler: every error answer leaves through here.
 func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	de := s.toDomain(c, err)

@@ -98,6 +98,9 @@ type Server struct {
 	// ids makes request ids; states pools the per-request state (middleware.go).
 	ids    *idSource
 	states sync.Pool
+	// bufs pools the buffers writeRequest encodes into; one larger than
+	// maxPooledBuf (a request near the body limit) is left to the GC.
+	bufs sync.Pool
 }
 
 type jsonCodec struct{}
@@ -123,6 +126,7 @@ func New(reqs Requests, auth Authenticator, limit RateLimiter, opts Options, log
 	}
 	s := &Server{reqs: reqs, auth: auth, limit: limit, opts: opts, log: log, ids: newIDSource()}
 	s.states.New = func() any { return &reqState{} }
+	s.bufs.New = func() any { b := make([]byte, 0, 2048); return &b }
 	s.app = fiber.New(fiber.Config{
 		AppName:               "asyncstatus",
 		DisableStartupMessage: true,

@@ -237,7 +237,8 @@ func (s *Store) pause(ctx context.Context, attempt int) bool {
 	}
 }
 
-// decodeReply reads a script's flat array answer: the outcome code, then values.
+// decodeReply reads a script's answer: a string whose first byte is the outcome
+// code, or a flat array whose first element is.
 func decodeReply(v any) (reply, error) {
 	// The hot scripts (poll, create, transition) answer one string whose first
 	// byte is the code digit: Redis converts a Lua string into a reply faster than

@@ -100,12 +100,12 @@ func (s *Store) List(ctx context.Context, tenant string, f domain.ListFilter) (*
 		m, _ := r.rest[0].(int64)
 		more = m == 1
 		if lastID, _ := r.rest[1].(string); lastID != "" {
-			u, err := uuid.Parse(lastID)
-			if err != nil {
+			ms, ok := idMillis(lastID)
+			if !ok || !validID(lastID) {
 				return nil, backend("list requests", fmt.Errorf("index entry %q is not a request id", lastID))
 			}
 			// An entry's score is its id's millisecond (list.lua relies on it too).
-			pos = &position{ms: uuidTime(u).UnixMilli(), id: lastID}
+			pos = &position{ms: ms, id: lastID}
 		}
 		ids := make([]string, 0, len(r.rest)-2)
 		for _, v := range r.rest[2:] {

@@ -22,18 +22,21 @@ type scripts struct {
 	names map[*redis.Script]string
 }
 
-func loadScripts() (scripts, error) {
+// readScript is one embedded script with lib.lua prepended.
+func readScript(name string) (*redis.Script, error) {
 	lib, err := fs.ReadFile(lua.FS, "lib.lua")
 	if err != nil {
-		return scripts{}, fmt.Errorf("read lib.lua: %w", err)
+		return nil, fmt.Errorf("read lib.lua: %w", err)
 	}
-	read := func(name string) (*redis.Script, error) {
-		b, err := fs.ReadFile(lua.FS, name)
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", name, err)
-		}
-		return redis.NewScript(string(lib) + "\n" + string(b)), nil
+	b, err := fs.ReadFile(lua.FS, name)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
+	return redis.NewScript(string(lib) + "\n" + string(b)), nil
+}
+
+func loadScripts() (scripts, error) {
+	var err error
 	s := scripts{names: map[*redis.Script]string{}}
 	for _, x := range []struct {
 		dst  **redis.Script
@@ -41,7 +44,7 @@ func loadScripts() (scripts, error) {
 	}{{&s.create, "create.lua"}, {&s.transition, "transition.lua"}, {&s.poll, "poll.lua"},
 		{&s.remove, "delete.lua"}, {&s.sweep, "sweep.lua"}, {&s.list, "list.lua"},
 		{&s.reapply, "reapply.lua"}} {
-		if *x.dst, err = read(x.name); err != nil {
+		if *x.dst, err = readScript(x.name); err != nil {
 			return scripts{}, err
 		}
 		s.names[*x.dst] = strings.TrimSuffix(x.name, ".lua")
@@ -53,7 +56,8 @@ func (s scripts) all() []*redis.Script {
 	return []*redis.Script{s.create, s.transition, s.poll, s.remove, s.sweep, s.list, s.reapply}
 }
 
-// reply is a script's flat array answer: an integer outcome code, then values.
+// reply is a script's answer: its outcome code, then either the values of a
+// table answer (rest) or the rest of a string answer (str; see decodeReply).
 type reply struct {
 	code int64
 	rest []any
@@ -90,7 +94,7 @@ const (
 // harmless ones) and hand every other code here. detail is what follows the
 // code and any common prefix of that script's reply (see its header): the
 // seconds left for codeTooEarly, the reset time (Unix ms) for codeRateLimited,
-// the record's fields for codeTerminal, the limit for codeWebhookLimit. id names
+// the record string for codeTerminal, the limit for codeWebhookLimit. id names
 // the request.
 func (s *Store) scriptError(op, id string, code int64, detail []any) error {
 	first := func() int64 {

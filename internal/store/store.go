@@ -62,7 +62,7 @@ type Options struct {
 }
 
 // ScriptObserver learns how each Lua script call went. name is the script's file
-// name without ".lua" (create, transition, poll, delete, sweep, list, records, reapply);
+// name without ".lua" (create, transition, poll, delete, sweep, list, reapply);
 // d includes the EVAL fallback when Redis had lost its script cache; err is the
 // Redis error, nil when the script answered (whatever its outcome code). It must
 // be safe for concurrent use and quick: it runs on every request's path.
@@ -231,7 +231,7 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 				CreatedBy: p.CreatedBy, CreatedAt: domain.Time{Time: created}, UpdatedAt: domain.Time{Time: created}, Version: 1}, false, nil
 		case codeReplay:
 			pid := r.str
-			res, err := s.read(ctx, domain.PollParams{Tenant: p.Tenant, ID: pid})
+			res, err := s.read(ctx, domain.PollParams{Tenant: p.Tenant, ID: pid}, false)
 			req := res.Request
 			if domain.ErrorCode(err) == domain.NotFound {
 				// The request the key made is gone (deleted or past retention): the key
@@ -289,12 +289,15 @@ type PollRate struct {
 // Redis round trip; with Options.PollRate it also counts the read rate limits
 // there. The result's Rate is set whenever the call was counted, also on errors.
 func (s *Store) Poll(ctx context.Context, p domain.PollParams) (domain.PollResult, error) {
-	return s.read(ctx, p)
+	// a paced poll (a caller) never serves events: only unpaced reads parse them
+	return s.read(ctx, p, p.Caller == "")
 }
 
-// read runs poll.lua. Its reply is {code, rl_limit, rl_remaining, rl_reset_ms, ...}
-// with rl_limit -1 when nothing was counted.
-func (s *Store) read(ctx context.Context, p domain.PollParams) (domain.PollResult, error) {
+// read runs poll.lua. Its reply is one string, the code digit then what
+// parsePollReply reads: the retry_after or seconds left, the rate limit when one
+// was counted, and for code 0 the record.
+// withEvents asks for the record's events to be decoded too.
+func (s *Store) read(ctx context.Context, p domain.PollParams, withEvents bool) (domain.PollResult, error) {
 	var res domain.PollResult
 	if !validID(p.ID) {
 		return res, domain.ErrNotFound()
@@ -322,8 +325,7 @@ func (s *Store) read(ctx context.Context, p domain.PollParams) (domain.PollResul
 			return res, unexpected("read request", r)
 		}
 		res.RetryAfter = int(pr.nums[0])
-		// a paced poll (a caller) never serves events: only unpaced reads parse them
-		res.Request, err = decodeRecord(p.ID, pr.rec, p.Caller == "")
+		res.Request, err = decodeRecord(p.ID, pr.rec, withEvents)
 		return res, err
 	case codeRateLimited:
 		return res, s.scriptError("read request", p.ID, r.code, []any{pr.nums[3]})
@@ -397,7 +399,7 @@ func validID(id string) bool {
 
 // Events lists a request's status changes, oldest first.
 func (s *Store) Events(ctx context.Context, tenant, id string) ([]domain.Event, error) {
-	res, err := s.read(ctx, domain.PollParams{Tenant: tenant, ID: id})
+	res, err := s.read(ctx, domain.PollParams{Tenant: tenant, ID: id}, true)
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
-	lua "github.com/asyncstatus/asyncstatus/scripts/lua"
 )
 
 // Webhooks, the Redis way (spec §10; docs/webhooks.md).
@@ -79,21 +77,16 @@ func (s *Store) OnOutbox(f func(tenant string)) {
 type webhookScripts struct{ register, remove, claim, settle, prune *redis.Script }
 
 var loadWebhookScripts = sync.OnceValues(func() (webhookScripts, error) {
-	lib, err := fs.ReadFile(lua.FS, "lib.lua")
-	if err != nil {
-		return webhookScripts{}, fmt.Errorf("read lib.lua: %w", err)
-	}
 	var w webhookScripts
+	var err error
 	for _, x := range []struct {
 		dst  **redis.Script
 		name string
 	}{{&w.register, "webhook_register.lua"}, {&w.remove, "webhook_delete.lua"}, {&w.claim, "webhook_claim.lua"},
 		{&w.settle, "webhook_settle.lua"}, {&w.prune, "webhook_prune.lua"}} {
-		b, err := fs.ReadFile(lua.FS, x.name)
-		if err != nil {
-			return webhookScripts{}, fmt.Errorf("read %s: %w", x.name, err)
+		if *x.dst, err = readScript(x.name); err != nil {
+			return webhookScripts{}, err
 		}
-		*x.dst = redis.NewScript(string(lib) + "\n" + string(b))
 	}
 	return w, nil
 })
@@ -619,7 +612,7 @@ func (s *Store) retryMessages(ctx context.Context, tenant string, members []stri
 }
 
 // decodeOutboxEntry reads an outbox entry: _ep endpoint, _ev event letter, _id
-// message id, _at time (unix ms), _rq request id, then the record's fields.
+// message id, _at time (unix ms), _rq request id, then _r, the record string.
 func decodeOutboxEntry(tenant string, x redis.XMessage) (domain.WebhookMessage, bool) {
 	m := domain.WebhookMessage{Tenant: tenant, EntryID: x.ID}
 	var rid, rec string

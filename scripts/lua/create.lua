@@ -1,4 +1,4 @@
--- create.lua: register a new request (its record holds its first event), its index
+-- create.lua: register a new request (its record, whose first event is implied), its index
 -- entries, and the Idempotency-Key, all in one atomic step.
 -- KEYS[1] record                 KEYS[2] tenant meta hash: fields fz (frozen),
 --         wh (has webhook endpoints), t:<type> for each type the tenant has made,

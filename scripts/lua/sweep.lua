@@ -1,5 +1,5 @@
 -- sweep.lua: empty (part of) one retention bucket whose end has passed: remove the
--- status index entry of each listed terminal record that is past its retention.
+-- (status, type) index entry of each listed terminal record that is past its retention.
 -- The record itself goes by its Redis TTL; one still present past its expires_at
 -- (a lazy TTL, the embedded store's clock) is deleted here too. A record still
 -- present and not past its expires_at had its retention changed (`retention
