@@ -68,16 +68,7 @@ func TestOneRoundTripPerPoll(t *testing.T) {
 // TestOneRoundTripPerPollWithRateLimits: with the read limits counted by the poll
 // script, a rate-limited poll is still one round trip and carries RateLimit-*.
 func TestOneRoundTripPerPollWithRateLimits(t *testing.T) {
-	e := newEnv(t, nil)
-	st, err := store.New(e.rdb, store.Options{Now: e.clock.Now, EarlyTolerance: 0.2,
-		PollRate: &store.PollRate{CredentialLimit: 2, CredentialWindow: time.Minute, TenantLimit: 100, TenantWindow: time.Minute}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim := &fakeLimiter{left: 100}
-	e.st = st
-	e.srv = httpapi.New(st, auth.New(st, []byte("0123456789abcdef0123456789abcdef"), time.Minute, e.clock.Now), lim,
-		httpapi.Options{PollRateInStore: true}, nil)
+	e, lim := envWithPollRate(t, 2)
 	id, _ := e.mustCreate("acme-rw")
 	c := &counter{}
 	e.rdb.AddHook(c)
@@ -105,15 +96,7 @@ func TestOneRoundTripPerPollWithRateLimits(t *testing.T) {
 // POLLED_TOO_EARLY under counted read limits is still one round trip, has been
 // counted, and carries RateLimit-* (spec §5: every authenticated answer does).
 func TestEarlyPollWithRateLimitsCarriesHeaders(t *testing.T) {
-	e := newEnv(t, nil)
-	st, err := store.New(e.rdb, store.Options{Now: e.clock.Now, EarlyTolerance: 0.2,
-		PollRate: &store.PollRate{CredentialLimit: 10, CredentialWindow: time.Minute, TenantLimit: 100, TenantWindow: time.Minute}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.st = st
-	e.srv = httpapi.New(st, auth.New(st, []byte("0123456789abcdef0123456789abcdef"), time.Minute, e.clock.Now), &fakeLimiter{left: 100},
-		httpapi.Options{PollRateInStore: true}, nil)
+	e, _ := envWithPollRate(t, 10)
 	id, _ := e.mustCreate("acme-rw")
 	c := &counter{}
 	e.rdb.AddHook(c)
@@ -131,4 +114,22 @@ func TestEarlyPollWithRateLimitsCarriesHeaders(t *testing.T) {
 	if got := c.n.Load() - before; got != 1 {
 		t.Fatalf("%d round trips, want 1", got)
 	}
+}
+
+// envWithPollRate is an env whose poll script counts the read limits: credLimit
+// a minute per credential, 100 per tenant; the middleware's limiter (returned)
+// counts the other scopes.
+func envWithPollRate(t *testing.T, credLimit int64) (*env, *fakeLimiter) {
+	t.Helper()
+	e := newEnv(t, nil)
+	st, err := store.New(e.rdb, store.Options{Now: e.clock.Now, EarlyTolerance: 0.2,
+		PollRate: &store.PollRate{CredentialLimit: credLimit, CredentialWindow: time.Minute, TenantLimit: 100, TenantWindow: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := &fakeLimiter{left: 100}
+	e.st = st
+	e.srv = httpapi.New(st, auth.New(st, []byte("0123456789abcdef0123456789abcdef"), time.Minute, e.clock.Now), lim,
+		httpapi.Options{PollRateInStore: true}, nil)
+	return e, lim
 }
