@@ -177,8 +177,12 @@ func openObservedBackend(cfg config.Config, obs store.ScriptObserver) (*backend,
 	}
 	so := storeOptions(cfg)
 	so.ScriptObserver = obs
+	so.AutoPipeline = cfg.Redis.AutoPipeline
 	if emb != nil {
 		so.WaitReplicas = 0 // the embedded store has no replicas: WAIT would refuse every write
+		// its in-memory pipes do not buffer, so a deep pipeline would deadlock on
+		// them; and miniredis runs one command at a time anyway
+		so.AutoPipeline = false
 	}
 	st, err := store.New(rdb, so)
 	if err != nil {

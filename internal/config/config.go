@@ -40,6 +40,9 @@ type Redis struct {
 	OpTimeout time.Duration `yaml:"op_timeout"`
 	// PoolSize per node; 0 = go-redis default (10 x GOMAXPROCS).
 	PoolSize int `yaml:"pool_size"`
+	// AutoPipeline sends the Lua script calls of concurrent requests together
+	// through go-redis's autopipeliner (fewer syscalls at high load). default: true.
+	AutoPipeline bool `yaml:"autopipeline"`
 	// WaitReplicas > 0 makes every write wait for that many replicas (WAIT). default: 0.
 	WaitReplicas int `yaml:"wait_replicas"`
 	// WaitTimeout bounds the WAIT. default: 500ms.

@@ -8,9 +8,10 @@ import "time"
 func Defaults() Config {
 	return Config{
 		Redis: Redis{
-			KeyPrefix:   "as",
-			OpTimeout:   time.Second,
-			WaitTimeout: 500 * time.Millisecond,
+			KeyPrefix:    "as",
+			OpTimeout:    time.Second,
+			AutoPipeline: true,
+			WaitTimeout:  500 * time.Millisecond,
 		},
 		HTTP: HTTP{
 			Addr:            ":8080",

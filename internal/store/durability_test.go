@@ -3,6 +3,7 @@ package store_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -205,28 +206,45 @@ func TestWaitReplicasCluster(t *testing.T) {
 // answering is a 503 within the op timeout that says the outcome is unknown; a
 // read is a plain 503.
 func TestHungRedisWriteOutcomeUnknown(t *testing.T) {
-	p := testenv.StartRedisProcess(t)
-	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), DisableIdentity: true, ReadTimeout: 300 * time.Millisecond,
-		ContextTimeoutEnabled: true})
-	t.Cleanup(func() { rdb.Close() })
-	s, err := store.New(rdb, store.Options{Prefix: testenv.Isolate(t), OpTimeout: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, _, err := createWithKey(s, "acme", "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Pause()
-	defer p.Resume()
-	start := time.Now()
-	_, _, err = createWithKey(s, "acme", "k2")
-	wantUnknownOutcome(t, "create on a hung Redis", err)
-	_, _, err = pollOf(s, "acme", r.ID, "")
-	if domain.ErrorCode(err) != domain.BackendUnavailable || strings.Contains(err.Error(), "may or may not") {
-		t.Fatalf("poll on a hung Redis: %v", err)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Fatalf("two calls took %s with a 300ms op timeout", d)
+	for _, ap := range []bool{false, true} {
+		t.Run(fmt.Sprintf("autopipeline=%v", ap), func(t *testing.T) {
+			p := testenv.StartRedisProcess(t)
+			rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), DisableIdentity: true, ReadTimeout: 300 * time.Millisecond,
+				ContextTimeoutEnabled: true})
+			t.Cleanup(func() { rdb.Close() })
+			s, err := store.New(rdb, store.Options{Prefix: testenv.Isolate(t), OpTimeout: 300 * time.Millisecond, AutoPipeline: ap})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, _, err := createWithKey(s, "acme", "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Pause()
+			defer p.Resume()
+			start := time.Now()
+			_, _, err = createWithKey(s, "acme", "k2")
+			wantUnknownOutcome(t, "create on a hung Redis", err)
+			_, _, err = pollOf(s, "acme", r.ID, "")
+			if domain.ErrorCode(err) != domain.BackendUnavailable || strings.Contains(err.Error(), "may or may not") {
+				t.Fatalf("poll on a hung Redis: %v", err)
+			}
+			if d := time.Since(start); d > 2*time.Second {
+				t.Fatalf("two calls took %s with a 300ms op timeout", d)
+			}
+			// and the store recovers by itself once Redis answers again
+			p.Resume()
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				got, _, err := pollOf(s, "acme", r.ID, "")
+				if err == nil && got.ID == r.ID {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no recovery after Redis came back: %v", err)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
 	}
 }

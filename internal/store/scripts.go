@@ -153,7 +153,7 @@ func (s *Store) run(ctx context.Context, sc *redis.Script, keys []string, args .
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
 	start := time.Now()
-	v, err := sc.Run(ctx, s.rdb, keys, args...).Result()
+	v, err := s.eval(ctx, sc, keys, args)
 	if o := s.opts.ScriptObserver; o != nil {
 		o.ObserveScript(s.sc.names[sc], time.Since(start), err)
 	}
@@ -165,6 +165,30 @@ func (s *Store) run(ctx context.Context, sc *redis.Script, keys []string, args .
 
 // isRedisDown tells Redis being unreachable, slow or not serving from other errors.
 // Every Redis failure is BACKEND_UNAVAILABLE to callers; this only picks the log level.
+// eval runs sc: EVALSHA, then EVAL when Redis lost its script cache (which also
+// puts the script back into it). With Options.AutoPipeline the EVALSHA rides the
+// autopipeliner; it runs on the autopipeliner's own context, so the wait for its
+// reply is what ctx bounds (an abandoned call may still run, as a timed-out one
+// may on a plain connection: scriptFailed says so for writes).
+func (s *Store) eval(ctx context.Context, sc *redis.Script, keys []string, args []any) (any, error) {
+	if s.ap == nil {
+		return sc.Run(ctx, s.rdb, keys, args...).Result()
+	}
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, "evalsha", sc.Hash(), len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	cmd := redis.NewCmd(ctx, append(a, args...)...)
+	if err := s.ap.Submit(ctx, cmd).WaitContext(ctx); err != nil {
+		if redis.HasErrorPrefix(err, "NOSCRIPT") {
+			return sc.Eval(ctx, s.rdb, keys, args...).Result()
+		}
+		return nil, err
+	}
+	return cmd.Result()
+}
+
 func isRedisDown(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrClosed) {
 		return true

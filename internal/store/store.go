@@ -54,6 +54,15 @@ type Options struct {
 	WaitReplicas int
 	// WaitTimeout bounds that WAIT. default: 500ms.
 	WaitTimeout time.Duration
+	// AutoPipeline sends script calls through go-redis's autopipeliner
+	// (AsyncAutoPipeline): calls made at the same time by concurrent requests
+	// share one write and one read on one connection, which saves syscalls here
+	// and in Redis (docs/performance.md, item 12). Each call is still one command
+	// with its own reply, and the caller waits no longer than OpTimeout. serve
+	// turns it on (redis.autopipeline) except on the embedded store, whose
+	// in-memory pipes do not buffer: a deep pipeline would deadlock on them.
+	// default: false, one round trip per call on a pooled connection.
+	AutoPipeline bool
 	// RetentionBucket is the width of the retention buckets (keys.go): the sweeper
 	// cleans a terminal record's index entry within RetentionBucket plus one sweep
 	// interval after its expires_at, so serve sets it to lifecycle.sweep_interval.
@@ -72,7 +81,9 @@ type ScriptObserver interface {
 
 // Store keeps requests in Redis.
 type Store struct {
-	rdb  redis.UniversalClient
+	rdb redis.UniversalClient
+	// ap, when set, carries the script calls of run() (Options.AutoPipeline).
+	ap   *redis.AutoPipeliner
 	k    keys
 	opts Options
 	sc   scripts
@@ -121,12 +132,34 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{rdb: rdb, k: keys{prefix: o.Prefix}, opts: o, sc: sc, knownTenant: map[string]bool{}}
+	if c, ok := rdb.(autoPipeliner); ok && o.AutoPipeline {
+		// The deferred face, because only its futures can be awaited under a
+		// deadline (eval waits with WaitContext). The instance is cached on the
+		// client and closed with it. No coalescing wait: a lone call flushes at
+		// once, concurrent ones batch. Unordered with 4 batches in flight: while
+		// Redis runs one batch the next ones are written, so this process and
+		// Redis work at the same time (one ordered stream leaves them idle in
+		// turn; docs/performance.md, item 12). No caller needs an order across
+		// calls: each waits for its own reply before making its next call.
+		apo := redis.DefaultAutoPipelineOptions()
+		apo.Unordered, apo.MaxConcurrentBatches = true, 4
+		ap, err := c.AsyncAutoPipelineWithOptions(apo)
+		if err != nil {
+			return nil, fmt.Errorf("store: autopipeline: %w", err)
+		}
+		s.ap = ap
+	}
 	s.processingByType = encodeByType(o.ProcessingTimeoutByType, func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) })
 	s.retentionByType = encodeByType(o.RetentionByType, func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) })
 	s.scheduleDefault = joinInts(o.Schedule)
 	s.scheduleByType = encodeByType(o.ScheduleByType, joinInts)
 	s.tolerance = strconv.FormatFloat(o.EarlyTolerance, 'f', -1, 64)
 	return s, nil
+}
+
+// autoPipeliner is what *redis.Client, *redis.ClusterClient and *redis.Ring offer.
+type autoPipeliner interface {
+	AsyncAutoPipelineWithOptions(*redis.AutoPipelineOptions) (*redis.AutoPipeliner, error)
 }
 
 // encodeByType writes a per-type map as ";type=value;type2=value;" for per_type() in lib.lua.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,7 +40,8 @@ func newFixture(tb testing.TB, b backend, mod func(*store.Options)) *fixture {
 	rdb := b.Client(tb)
 	c := testenv.NewClock(time.Now().UTC().Truncate(time.Millisecond))
 	o := store.Options{Prefix: testenv.Isolate(tb), OpTimeout: 5 * time.Second, Retention: time.Hour,
-		Now: c.Now, Schedule: []int{1, 2, 5}, EarlyTolerance: 0.2, RetentionBucket: 100 * time.Millisecond}
+		Now: c.Now, Schedule: []int{1, 2, 5}, EarlyTolerance: 0.2, RetentionBucket: 100 * time.Millisecond,
+		AutoPipeline: b.AutoPipeline}
 	if mod != nil {
 		mod(&o)
 	}
@@ -591,4 +593,46 @@ func TestPollRateLimit(t *testing.T) {
 			t.Fatalf("uncounted read: %+v %v", res.Rate, err)
 		}
 	})
+}
+
+// TestPollIsOneRoundTrip: on every backend, as serve configures the store there
+// (autopipelined on a real Redis and a cluster), a paced poll is one command in
+// one round trip, and so is an early one.
+func TestPollIsOneRoundTrip(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		f := newFixture(t, b, nil)
+		r := f.mustCreate(t, "acme", "x")
+		c := &tripCounter{}
+		f.rdb.AddHook(c)
+		for _, want := range []domain.Code{"", domain.PolledTooEarly} {
+			trips, cmds := c.trips.Load(), c.cmds.Load()
+			_, _, err := pollOf(f.s, "acme", r.ID, "key_a")
+			if domain.ErrorCode(err) != want {
+				t.Fatalf("poll: %v, want code %q", err, want)
+			}
+			if n, m := c.trips.Load()-trips, c.cmds.Load()-cmds; n != 1 || m != 1 {
+				t.Fatalf("poll (%q): %d round trips, %d commands; want 1 and 1", want, n, m)
+			}
+		}
+	})
+}
+
+// tripCounter is a go-redis hook counting round trips (a command sent alone or a
+// pipeline) and the commands they carried.
+type tripCounter struct{ trips, cmds atomic.Int64 }
+
+func (c *tripCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *tripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.trips.Add(1)
+		c.cmds.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (c *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.trips.Add(1)
+		c.cmds.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
 }

@@ -14,6 +14,9 @@ type Backend struct {
 	Name string
 	// Client connects to this backend; the client is closed when the test ends.
 	Client func(tb testing.TB) redis.UniversalClient
+	// AutoPipeline is what serve sets store.Options.AutoPipeline to on such a
+	// backend: true, except over in-memory pipes (the embedded store's way).
+	AutoPipeline bool
 }
 
 // Backends are miniredis (through in-memory pipes, as the embedded store runs),
@@ -30,12 +33,12 @@ func Backends() []Backend {
 				Dialer:          func(context.Context, string, string) (net.Conn, error) { return m.Dial() },
 				DisableIdentity: true,
 			}))
-		}},
+		}, false},
 		{"redis", func(tb testing.TB) redis.UniversalClient {
 			return closing(tb, redis.NewClient(&redis.Options{Addr: Redis(tb)}))
-		}},
+		}, true},
 		{"cluster", func(tb testing.TB) redis.UniversalClient {
 			return closing(tb, redis.NewClusterClient(&redis.ClusterOptions{Addrs: Cluster(tb)}))
-		}},
+		}, true},
 	}
 }
