@@ -163,8 +163,6 @@ func (s *Store) run(ctx context.Context, sc *redis.Script, keys []string, args .
 	return decodeReply(v)
 }
 
-// isRedisDown tells Redis being unreachable, slow or not serving from other errors.
-// Every Redis failure is BACKEND_UNAVAILABLE to callers; this only picks the log level.
 // eval runs sc: EVALSHA, then EVAL when Redis lost its script cache (which also
 // puts the script back into it). With Options.AutoPipeline the EVALSHA rides the
 // autopipeliner; it runs on the autopipeliner's own context, so the wait for its
@@ -189,6 +187,8 @@ func (s *Store) eval(ctx context.Context, sc *redis.Script, keys []string, args 
 	return cmd.Result()
 }
 
+// isRedisDown tells Redis being unreachable, slow or not serving from other errors.
+// Every Redis failure is BACKEND_UNAVAILABLE to callers; this only picks the log level.
 func isRedisDown(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrClosed) {
 		return true

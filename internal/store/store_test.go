@@ -636,3 +636,23 @@ func (c *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 		return next(ctx, cmds)
 	}
 }
+
+// TestScriptCacheLost: after Redis loses its script cache (a restart, a failover,
+// SCRIPT FLUSH), calls still answer, on every backend as serve configures it: the
+// EVALSHA's NOSCRIPT falls back to EVAL.
+func TestScriptCacheLost(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		f := newFixture(t, b, nil)
+		r := f.mustCreate(t, "acme", "x")
+		if err := f.rdb.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.mustGet(t, "acme", r.ID); got.ID != r.ID {
+			t.Fatalf("poll after SCRIPT FLUSH: %+v", got)
+		}
+		if err := f.rdb.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		f.mustCreate(t, "acme", "x")
+	})
+}
