@@ -137,6 +137,7 @@ func storeOptions(cfg config.Config) store.Options {
 		Schedule:       secs(cfg.Polling.Schedule), ScheduleByType: map[string][]int{},
 		EarlyTolerance: cfg.Polling.EarlyTolerance,
 		WaitReplicas:   cfg.Redis.WaitReplicas, WaitTimeout: cfg.Redis.WaitTimeout,
+		AutoPipeline: cfg.Redis.AutoPipeline,
 		// buckets as wide as a sweep interval: index entries go within two intervals
 		RetentionBucket: cfg.Lifecycle.SweepInterval,
 	}
@@ -177,7 +178,6 @@ func openObservedBackend(cfg config.Config, obs store.ScriptObserver) (*backend,
 	}
 	so := storeOptions(cfg)
 	so.ScriptObserver = obs
-	so.AutoPipeline = cfg.Redis.AutoPipeline
 	if emb != nil {
 		so.WaitReplicas = 0 // the embedded store has no replicas: WAIT would refuse every write
 		// its in-memory pipes do not buffer, so a deep pipeline would deadlock on

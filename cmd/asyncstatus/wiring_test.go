@@ -20,3 +20,22 @@ func TestRetentionBucketIsTheSweepInterval(t *testing.T) {
 		}
 	}
 }
+
+// TestAutoPipelineFollowsConfig: redis.autopipeline (on by default) reaches the
+// store, and ASYNCSTATUS_REDIS_AUTOPIPELINE=false turns it off.
+func TestAutoPipelineFollowsConfig(t *testing.T) {
+	for env, want := range map[string]bool{"": true, "false": false, "true": true} {
+		cfg, err := config.Load("", func(k string) string {
+			if k == "ASYNCSTATUS_REDIS_AUTOPIPELINE" {
+				return env
+			}
+			return ""
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := storeOptions(cfg).AutoPipeline; got != want {
+			t.Errorf("ASYNCSTATUS_REDIS_AUTOPIPELINE=%q: store AutoPipeline %v, want %v", env, got, want)
+		}
+	}
+}

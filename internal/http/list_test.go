@@ -11,6 +11,7 @@ import (
 	"time"
 
 	httpapi "github.com/asyncstatus/asyncstatus/internal/http"
+	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 
 // list GETs one page and decodes it.
@@ -221,15 +222,15 @@ func TestListRoundTrips(t *testing.T) {
 	for range 60 {
 		e.mustCreate("acme-rw")
 	}
-	c := &counter{}
+	c := &testenv.RoundTrips{}
 	e.rdb.AddHook(c)
 	e.list("acme-r", "?limit=1") // warms the key cache
 	for _, q := range []string{"?limit=50", "?limit=200&type=statement.export", "?status=queued,failed&type=statement.export"} {
-		before := c.n.Load()
+		before := c.Trips.Load()
 		if r, ids, _ := e.list("acme-r", q); r.code != 200 || len(ids) < 50 {
 			t.Fatalf("%s: %d %d items", q, r.code, len(ids))
 		}
-		if got := c.n.Load() - before; got != 2 {
+		if got := c.Trips.Load() - before; got != 2 {
 			t.Fatalf("%s: %d Redis round trips, want 2", q, got)
 		}
 	}

@@ -1,36 +1,15 @@
 package httpapi_test
 
 import (
-	"context"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/asyncstatus/asyncstatus/internal/auth"
 	httpapi "github.com/asyncstatus/asyncstatus/internal/http"
 	"github.com/asyncstatus/asyncstatus/internal/store"
+	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
-
-// counter is a go-redis hook counting round trips: one per command sent alone, one
-// per pipeline.
-type counter struct{ n atomic.Int64 }
-
-func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.n.Add(1)
-		return next(ctx, cmds)
-	}
-}
 
 // TestOneRoundTripPerPoll: a poll, authenticated by API key (cached) or poll token,
 // with the tenant check and pacing, is exactly one Redis round trip; so is an early
@@ -38,7 +17,7 @@ func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 func TestOneRoundTripPerPoll(t *testing.T) {
 	e := newEnv(t, nil)
 	id, tok := e.mustCreate("acme-rw")
-	c := &counter{}
+	c := &testenv.RoundTrips{}
 	e.rdb.AddHook(c)
 	// warm the key cache (one lookup), then count
 	if r := e.call("GET", "/v1/requests/"+id, "", e.as("acme-r")...); r.code != 200 {
@@ -55,11 +34,11 @@ func TestOneRoundTripPerPoll(t *testing.T) {
 		{"token", []string{"X-Poll-Token", tok}, 200},
 		{"token early", []string{"X-Poll-Token", tok}, 429},
 	} {
-		before := c.n.Load()
+		before := c.Trips.Load()
 		if r := e.call("GET", "/v1/requests/"+id, "", poll.hdr...); r.code != poll.want {
 			t.Fatalf("%s: %d %s", poll.name, r.code, r.body)
 		}
-		if got := c.n.Load() - before; got != 1 {
+		if got := c.Trips.Load() - before; got != 1 {
 			t.Fatalf("%s: %d Redis round trips, want 1", poll.name, got)
 		}
 	}
@@ -70,16 +49,16 @@ func TestOneRoundTripPerPoll(t *testing.T) {
 func TestOneRoundTripPerPollWithRateLimits(t *testing.T) {
 	e, lim := envWithPollRate(t, 2)
 	id, _ := e.mustCreate("acme-rw")
-	c := &counter{}
+	c := &testenv.RoundTrips{}
 	e.rdb.AddHook(c)
 	e.call("GET", "/v1/requests/"+id, "", e.as("acme-r")...) // warms the key cache
 	e.clock.Add(900 * time.Millisecond)
-	before := c.n.Load()
+	before := c.Trips.Load()
 	r := e.call("GET", "/v1/requests/"+id, "", e.as("acme-r")...)
 	if r.code != 200 || r.h.Get("RateLimit-Limit") != "2" || r.h.Get("RateLimit-Remaining") != "0" || r.h.Get("RateLimit-Reset") == "" {
 		t.Fatalf("poll: %d %v", r.code, r.h)
 	}
-	if got := c.n.Load() - before; got != 1 {
+	if got := c.Trips.Load() - before; got != 1 {
 		t.Fatalf("%d round trips, want 1", got)
 	}
 	r = e.call("GET", "/v1/requests/"+id, "", e.as("acme-r")...)
@@ -98,20 +77,20 @@ func TestOneRoundTripPerPollWithRateLimits(t *testing.T) {
 func TestEarlyPollWithRateLimitsCarriesHeaders(t *testing.T) {
 	e, _ := envWithPollRate(t, 10)
 	id, _ := e.mustCreate("acme-rw")
-	c := &counter{}
+	c := &testenv.RoundTrips{}
 	e.rdb.AddHook(c)
 	r := e.call("GET", "/v1/requests/"+id, "", e.as("acme-r")...) // the first poll: paced, warms the key cache
 	if r.code != 200 || r.h.Get("RateLimit-Limit") != "10" || r.h.Get("RateLimit-Remaining") != "9" {
 		t.Fatalf("first poll: %d %v", r.code, r.h)
 	}
-	before := c.n.Load()
+	before := c.Trips.Load()
 	r = e.call("GET", "/v1/requests/"+id, "", e.as("acme-r")...)
 	wantProblem(t, r, 429, "POLLED_TOO_EARLY")
 	if r.h.Get("Retry-After") != "1" || r.h.Get("RateLimit-Limit") != "10" || r.h.Get("RateLimit-Remaining") != "8" ||
 		r.h.Get("RateLimit-Reset") == "" {
 		t.Fatalf("early poll: %v", r.h)
 	}
-	if got := c.n.Load() - before; got != 1 {
+	if got := c.Trips.Load() - before; got != 1 {
 		t.Fatalf("%d round trips, want 1", got)
 	}
 }

@@ -72,24 +72,12 @@ func TestHydrate(t *testing.T) {
 	if _, err := s.List(ctx, "acme", domain.ListFilter{}); err != nil {
 		t.Fatal(err)
 	}
-	c := &roundTrips{}
+	c := &testenv.RoundTrips{}
 	rdb.AddHook(c)
 	page, err := s.List(ctx, "acme", domain.ListFilter{})
-	if err != nil || len(page.Items) != 3 || c.n != 2 {
-		t.Fatalf("list: %v, %d items, %d round trips", err, len(page.Items), c.n)
+	if err != nil || len(page.Items) != 3 || c.Trips.Load() != 2 {
+		t.Fatalf("list: %v, %d items, %d round trips", err, len(page.Items), c.Trips.Load())
 	}
-}
-
-// roundTrips is a go-redis hook counting round trips: a command sent alone or a
-// pipeline.
-type roundTrips struct{ n int }
-
-func (c *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { c.n++; return next(ctx, cmd) }
-}
-func (c *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error { c.n++; return next(ctx, cmds) }
 }
 
 // TestLongPageOnMiniredis: on the embedded store a page of 200 records reads

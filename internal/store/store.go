@@ -61,6 +61,8 @@ type Options struct {
 	// with its own reply, and the caller waits no longer than OpTimeout. serve
 	// turns it on (redis.autopipeline) except on the embedded store, whose
 	// in-memory pipes do not buffer: a deep pipeline would deadlock on them.
+	// Writes that wait for replicas (WaitReplicas > 0) keep their own pipeline
+	// with WAIT on one connection (durability.go) and do not use it.
 	// default: false, one round trip per call on a pooled connection.
 	AutoPipeline bool
 	// RetentionBucket is the width of the retention buckets (keys.go): the sweeper

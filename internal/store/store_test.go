@@ -7,7 +7,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -602,39 +601,19 @@ func TestPollIsOneRoundTrip(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		f := newFixture(t, b, nil)
 		r := f.mustCreate(t, "acme", "x")
-		c := &tripCounter{}
+		c := &testenv.RoundTrips{}
 		f.rdb.AddHook(c)
 		for _, want := range []domain.Code{"", domain.PolledTooEarly} {
-			trips, cmds := c.trips.Load(), c.cmds.Load()
+			trips, cmds := c.Trips.Load(), c.Cmds.Load()
 			_, _, err := pollOf(f.s, "acme", r.ID, "key_a")
 			if domain.ErrorCode(err) != want {
 				t.Fatalf("poll: %v, want code %q", err, want)
 			}
-			if n, m := c.trips.Load()-trips, c.cmds.Load()-cmds; n != 1 || m != 1 {
+			if n, m := c.Trips.Load()-trips, c.Cmds.Load()-cmds; n != 1 || m != 1 {
 				t.Fatalf("poll (%q): %d round trips, %d commands; want 1 and 1", want, n, m)
 			}
 		}
 	})
-}
-
-// tripCounter is a go-redis hook counting round trips (a command sent alone or a
-// pipeline) and the commands they carried.
-type tripCounter struct{ trips, cmds atomic.Int64 }
-
-func (c *tripCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *tripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.trips.Add(1)
-		c.cmds.Add(1)
-		return next(ctx, cmd)
-	}
-}
-func (c *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.trips.Add(1)
-		c.cmds.Add(int64(len(cmds)))
-		return next(ctx, cmds)
-	}
 }
 
 // TestScriptCacheLost: after Redis loses its script cache (a restart, a failover,
