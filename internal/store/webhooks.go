@@ -71,7 +71,7 @@ func (s *Store) OnOutbox(f func(tenant string)) {
 	s.outboxHook.f.Store(&f)
 }
 
-// webhookScripts are the webhook scripts, with lib.lua prepended like the others.
+// webhookScripts are the webhook scripts, with their lib.lua helpers like the others.
 // They are not in scripts.all(): Script.Run falls back to EVAL when Redis lost
 // them, and none of them runs in a pipeline.
 type webhookScripts struct{ register, remove, claim, settle, prune *redis.Script }

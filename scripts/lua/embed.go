@@ -5,7 +5,8 @@ package lua
 
 import "embed"
 
-// FS holds every *.lua file. lib.lua is prepended to each of the others.
+// FS holds every *.lua file. Each script gets the parts of lib.lua it uses
+// prepended (internal/store/scripts.go, libFor).
 //
 //go:embed *.lua
 var FS embed.FS

@@ -1,4 +1,7 @@
--- lib.lua: helpers prepended to every script by the Go loader (scripts.go).
+-- lib.lua: helpers for the scripts. The Go loader (internal/store/scripts.go) prepends
+-- to each script the paragraphs (blocks between blank lines) whose definitions it
+-- uses, directly or through another helper: keep one helper with its comment per
+-- paragraph, and no blank line inside one.
 -- Portable Lua only (Redis 7 and miniredis): no cjson, no cmsgpack, no bit; numbers
 -- leave Lua through string.format('%.0f') so both runtimes print them alike.
 local rcall = redis.call
