@@ -91,7 +91,7 @@ type Store struct {
 	sc   scripts
 
 	// ARGV forms of the per-type settings, encoded once.
-	processingByType, retentionByType, scheduleDefault, scheduleByType, tolerance string
+	queuedByType, processingByType, retentionByType, scheduleDefault, scheduleByType, tolerance string
 
 	mu          sync.Mutex
 	knownTenant map[string]bool // tenants already added to the registry by this process
@@ -153,8 +153,16 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 		}
 		s.ap = ap
 	}
-	s.processingByType = encodeByType(o.ProcessingTimeoutByType, func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) })
-	s.retentionByType = encodeByType(o.RetentionByType, func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) })
+	millis := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+	queued := make(map[string]time.Duration, len(o.QueuedTimeoutByType))
+	for t, d := range o.QueuedTimeoutByType {
+		if d > 0 { // an override of 0 means the default, as it always did
+			queued[t] = d
+		}
+	}
+	s.queuedByType = encodeByType(queued, millis)
+	s.processingByType = encodeByType(o.ProcessingTimeoutByType, millis)
+	s.retentionByType = encodeByType(o.RetentionByType, millis)
 	s.scheduleDefault = joinInts(o.Schedule)
 	s.scheduleByType = encodeByType(o.ScheduleByType, joinInts)
 	s.tolerance = strconv.FormatFloat(o.EarlyTolerance, 'f', -1, 64)
@@ -247,16 +255,12 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 		// created_at is the id's own timestamp, so that id order is creation order.
 		created := uuidTime(u)
 		keys := []string{s.k.record(p.Tenant, id), s.k.meta(p.Tenant), s.k.index(p.Tenant, domain.StatusQueued, in.Type),
-			s.k.deadlines(p.Tenant), s.k.webhookFilter(p.Tenant), s.k.outbox(p.Tenant)}
+			s.k.webhookFilter(p.Tenant), s.k.outbox(p.Tenant)}
 		if p.IdemKey != "" {
 			keys = append(keys, s.idemKey(p.Tenant, "create", "", p.IdemKey))
 		}
-		qt := s.opts.QueuedTimeout
-		if d, ok := s.opts.QueuedTimeoutByType[in.Type]; ok && d > 0 {
-			qt = d
-		}
 		r, err := s.run(ctx, s.sc.create, keys, id, ms(created), newRecord(in.Type, p.CreatedBy, in.Context),
-			ms(created.Add(qt)), fp, s.opts.IdempotencyTTL.Milliseconds(), stale, outboxCap, in.Type)
+			fp, s.opts.IdempotencyTTL.Milliseconds(), stale, outboxCap, in.Type)
 		if err != nil {
 			return nil, false, backend("create request", err)
 		}
@@ -474,26 +478,44 @@ func (s *Store) Cancel(ctx context.Context, p domain.TransitionParams, in domain
 // SystemActor is the "by" of transitions the service makes itself (timeouts).
 const SystemActor = "system"
 
-// ExpireQueued expires a request still queued past its queued timeout. done is false
-// when there was nothing to do (it moved on, or its deadline was extended).
+// ExpireQueued expires a request still queued past its queued timeout (counted
+// from created_at, with the timeout configured now). done is false when there
+// was nothing to do (it moved on, is not due, or is gone).
 func (s *Store) ExpireQueued(ctx context.Context, tenant, id string) (done bool, err error) {
+	done, _, err = s.expireQueued(ctx, tenant, id)
+	return done, err
+}
+
+// expireQueued is ExpireQueued that also tells whether the request is gone.
+func (s *Store) expireQueued(ctx context.Context, tenant, id string) (done, gone bool, err error) {
 	return s.timeout(ctx, tenant, id, domain.StatusExpired, "q", domain.FailureJSON("REQUEST_EXPIRED", "the request stayed queued longer than its queued timeout"))
 }
 
 // TimeOutProcessing fails a processing request whose heartbeat stopped.
 func (s *Store) TimeOutProcessing(ctx context.Context, tenant, id string) (done bool, err error) {
-	return s.timeout(ctx, tenant, id, domain.StatusFailed, "p", domain.FailureJSON("ERR_JOB_EXECUTION_TIMED_OUT", "no heartbeat within the processing timeout"))
+	done, _, err = s.timeout(ctx, tenant, id, domain.StatusFailed, "p", domain.FailureJSON("ERR_JOB_EXECUTION_TIMED_OUT", "no heartbeat within the processing timeout"))
+	return done, err
 }
 
-func (s *Store) timeout(ctx context.Context, tenant, id string, to domain.Status, guard string, failure json.RawMessage) (bool, error) {
-	_, err := s.transition(ctx, domain.TransitionParams{Tenant: tenant, ID: id, By: SystemActor}, "timeout", to, string(failure), "", guard)
+// queuedTimeout is the queued timeout of requests of type typ.
+func (s *Store) queuedTimeout(typ string) time.Duration {
+	if d, ok := s.opts.QueuedTimeoutByType[typ]; ok && d > 0 {
+		return d
+	}
+	return s.opts.QueuedTimeout
+}
+
+func (s *Store) timeout(ctx context.Context, tenant, id string, to domain.Status, guard string, failure json.RawMessage) (done, gone bool, err error) {
+	_, err = s.transition(ctx, domain.TransitionParams{Tenant: tenant, ID: id, By: SystemActor}, "timeout", to, string(failure), "", guard)
 	switch {
 	case err == nil:
-		return true, nil
-	case errors.Is(err, errNothingToDo), domain.ErrorCode(err) == domain.NotFound:
-		return false, nil
+		return true, false, nil
+	case errors.Is(err, errNothingToDo):
+		return false, false, nil
+	case domain.ErrorCode(err) == domain.NotFound:
+		return false, true, nil
 	}
-	return false, err
+	return false, false, err
 }
 
 func (s *Store) transition(ctx context.Context, p domain.TransitionParams, op string, to domain.Status, payload, resultType, guard string) (*domain.Request, error) {
@@ -512,7 +534,8 @@ func (s *Store) transition(ctx context.Context, p domain.TransitionParams, op st
 		s.opts.ProcessingTimeout.Milliseconds(), s.processingByType,
 		s.opts.Retention.Milliseconds(), s.retentionByType,
 		fp, s.opts.IdempotencyTTL.Milliseconds(), p.ID, outboxCap,
-		ca, s.opts.RetentionBucket.Milliseconds(), s.k.retentionBucketPrefix(p.Tenant), s.k.indexPrefix(p.Tenant))
+		ca, s.opts.RetentionBucket.Milliseconds(), s.k.retentionBucketPrefix(p.Tenant), s.k.indexPrefix(p.Tenant),
+		s.opts.QueuedTimeout.Milliseconds(), s.queuedByType)
 	if err != nil {
 		return nil, backend(op+" request "+p.ID, err)
 	}

@@ -118,14 +118,21 @@ func TestLifecycle(t *testing.T) {
 		if got.Type != "statement.export" || string(got.Context) != `{"a":1}` || got.CreatedBy != "key_a" || !got.CreatedAt.Equal(r.CreatedAt.Time) {
 			t.Fatalf("read back %+v", got)
 		}
-		if !zscore(t, f.rdb, f.prefix+":{acme}:ix:q:statement.export", r.ID) || !zscore(t, f.rdb, f.prefix+":{acme}:dl", r.ID) {
+		if !zscore(t, f.rdb, f.prefix+":{acme}:ix:q:statement.export", r.ID) {
 			t.Fatal("create did not index the request")
+		}
+		// the queued index times the queued timeout: no deadline entry while queued
+		if zscore(t, f.rdb, f.prefix+":{acme}:dl", r.ID) {
+			t.Fatal("create wrote a deadline entry")
 		}
 
 		f.clock.Add(time.Second)
 		p, err := f.s.MarkProcessing(ctx, tp("acme", r.ID), domain.ProgressInput{Progress: json.RawMessage(`{"percent":40}`)})
 		if err != nil || p.Status != domain.StatusProcessing || p.Version != 2 || string(p.Progress) != `{"percent":40}` {
 			t.Fatalf("processing: %+v %v", p, err)
+		}
+		if !zscore(t, f.rdb, f.prefix+":{acme}:dl", r.ID) {
+			t.Fatal("processing wrote no deadline entry")
 		}
 		f.clock.Add(time.Second)
 		hb, err := f.s.MarkProcessing(ctx, tp("acme", r.ID), domain.ProgressInput{})

@@ -1,12 +1,15 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,8 +24,9 @@ type SweeperOptions struct {
 	// Interval between ticks; each wait is jittered by up to ±10% so that replicas
 	// started together drift apart. default: 10s.
 	Interval time.Duration
-	// Batch is the most deadline entries and the most retention entries one tick
-	// handles per tenant (lifecycle.sweep_batch). default: 500.
+	// Batch is the most due processing deadlines, the most due queued requests and
+	// the most retention entries one tick handles per tenant
+	// (lifecycle.sweep_batch). default: 500.
 	Batch int
 	// Log receives errors (at most one line a minute while Redis stays down) and a
 	// warning when a tenant has more due entries than Batch. default: slog.Default().
@@ -127,9 +131,39 @@ func (w *Sweeper) behind(tenant string) {
 
 // sweepWork is what one tick found due for one tenant.
 type sweepWork struct {
-	tenant    string
+	tenant string
+	// deadlines: processing requests past their deadline (score: the deadline).
 	deadlines []redis.Z
+	// queued: queued requests past their queued timeout, the longest due first.
+	queued []queuedDue
+	// retention: retention buckets that have ended (score: the end).
 	retention []redis.Z
+}
+
+// queuedDue is a queued request past its queued timeout, found in the queued
+// index of its type (score created_at: the timeout is counted from it, so a
+// queued request needs no deadline entry of its own).
+type queuedDue struct {
+	id, typ string
+	due     float64 // unix ms: created_at + the type's queued timeout
+}
+
+// oldest is the earliest due time of the work, for the lag figure.
+func (wk sweepWork) oldest() (float64, bool) {
+	var t []float64
+	if len(wk.deadlines) > 0 {
+		t = append(t, wk.deadlines[0].Score)
+	}
+	if len(wk.queued) > 0 {
+		t = append(t, wk.queued[0].due)
+	}
+	if len(wk.retention) > 0 {
+		t = append(t, wk.retention[0].Score)
+	}
+	if len(t) == 0 {
+		return 0, false
+	}
+	return slices.Min(t), true
 }
 
 // Tick sweeps every registered tenant once: at most Batch due deadlines and Batch
@@ -164,16 +198,17 @@ func (w *Sweeper) Tick(ctx context.Context) error {
 		work, err := w.due(ctx, tenants, now)
 		note(err)
 		for _, wk := range work {
-			for _, list := range [][]redis.Z{wk.deadlines, wk.retention} {
-				if len(list) > 0 {
-					lag = max(lag, now.Sub(time.UnixMilli(int64(list[0].Score))))
-				}
-				if len(list) >= w.o.Batch {
-					w.behind(wk.tenant)
-				}
+			if at, ok := wk.oldest(); ok {
+				lag = max(lag, now.Sub(time.UnixMilli(int64(at))))
+			}
+			if max(len(wk.deadlines), len(wk.queued), len(wk.retention)) >= w.o.Batch {
+				w.behind(wk.tenant)
 			}
 			if !down {
 				note(w.timeOut(ctx, wk.tenant, wk.deadlines, &c))
+			}
+			if !down {
+				note(w.expireQueued(ctx, wk.tenant, wk.queued, &c))
 			}
 			if !down {
 				note(w.clean(ctx, wk.tenant, wk.retention, now, &c))
@@ -209,20 +244,25 @@ type sweepCounts struct{ expired, failed, cleaned int64 }
 // deadlocks once a pipeline's bytes exceed its 4 KiB read buffer.
 const pipelineChunk = 24
 
-// due reads what is due for each of tenants, a few tenants per round trip.
+// due reads what is due for each of tenants, a few tenants per round trip:
+// processing deadlines and retention buckets from their zsets; queued requests
+// from the queued index of each type the tenant has made (the meta hash's
+// t:<type> fields), read in a second round trip.
 func (w *Sweeper) due(ctx context.Context, tenants []string, now time.Time) ([]sweepWork, error) {
 	by := &redis.ZRangeBy{Min: "-inf", Max: ms(now), Count: int64(w.o.Batch)}
 	var out []sweepWork
 	for len(tenants) > 0 {
-		chunk := tenants[:min(len(tenants), pipelineChunk/2)]
+		chunk := tenants[:min(len(tenants), pipelineChunk/3)]
 		tenants = tenants[len(chunk):]
 		cctx, cancel := context.WithTimeout(ctx, w.s.opts.OpTimeout)
 		dl := make([]*redis.ZSliceCmd, len(chunk))
 		rx := make([]*redis.ZSliceCmd, len(chunk))
+		meta := make([]*redis.StringSliceCmd, len(chunk))
 		_, err := w.s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
 			for i, t := range chunk {
 				dl[i] = p.ZRangeByScoreWithScores(cctx, w.s.k.deadlines(t), by)
 				rx[i] = p.ZRangeByScoreWithScores(cctx, w.s.k.retentionBuckets(t), by)
+				meta[i] = p.HKeys(cctx, w.s.k.meta(t))
 			}
 			return nil
 		})
@@ -230,14 +270,68 @@ func (w *Sweeper) due(ctx context.Context, tenants []string, now time.Time) ([]s
 		if err != nil {
 			return out, backend("sweep: read due entries", err)
 		}
+		work := make([]sweepWork, len(chunk))
 		for i, t := range chunk {
-			d, r := dl[i].Val(), rx[i].Val()
-			if len(d) > 0 || len(r) > 0 {
-				out = append(out, sweepWork{tenant: t, deadlines: d, retention: r})
+			work[i] = sweepWork{tenant: t, deadlines: dl[i].Val(), retention: rx[i].Val()}
+		}
+		if err := w.dueQueued(ctx, work, meta, now); err != nil {
+			return out, err
+		}
+		for _, wk := range work {
+			if len(wk.deadlines) > 0 || len(wk.queued) > 0 || len(wk.retention) > 0 {
+				out = append(out, wk)
 			}
 		}
 	}
 	return out, nil
+}
+
+// dueQueued fills in each work's queued requests past their queued timeout: at
+// most Batch per tenant, the longest due first. meta holds each tenant's meta
+// hash fields.
+func (w *Sweeper) dueQueued(ctx context.Context, work []sweepWork, meta []*redis.StringSliceCmd, now time.Time) error {
+	type read struct {
+		wk  *sweepWork
+		typ string
+		qt  time.Duration
+		cmd *redis.ZSliceCmd
+	}
+	var reads []read
+	for i := range work {
+		for _, f := range meta[i].Val() {
+			if typ, ok := strings.CutPrefix(f, "t:"); ok {
+				reads = append(reads, read{wk: &work[i], typ: typ, qt: w.s.queuedTimeout(typ)})
+			}
+		}
+	}
+	for len(reads) > 0 {
+		chunk := reads[:min(len(reads), pipelineChunk)]
+		reads = reads[len(chunk):]
+		cctx, cancel := context.WithTimeout(ctx, w.s.opts.OpTimeout)
+		_, err := w.s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
+			for i, r := range chunk {
+				by := &redis.ZRangeBy{Min: "-inf", Max: ms(now.Add(-r.qt)), Count: int64(w.o.Batch)}
+				chunk[i].cmd = p.ZRangeByScoreWithScores(cctx, w.s.k.index(r.wk.tenant, domain.StatusQueued, r.typ), by)
+			}
+			return nil
+		})
+		cancel()
+		if err != nil {
+			return backend("sweep: read due queued requests", err)
+		}
+		for _, r := range chunk {
+			for _, z := range r.cmd.Val() {
+				id, _ := z.Member.(string)
+				r.wk.queued = append(r.wk.queued, queuedDue{id: id, typ: r.typ, due: z.Score + float64(r.qt.Milliseconds())})
+			}
+		}
+	}
+	for i := range work {
+		q := work[i].queued
+		slices.SortFunc(q, func(a, b queuedDue) int { return cmp.Compare(a.due, b.due) })
+		work[i].queued = q[:min(len(q), w.o.Batch)]
+	}
+	return nil
 }
 
 // statusEach reads the status letter of each record of tenant (the record's
@@ -292,10 +386,14 @@ func (w *Sweeper) timeOut(ctx context.Context, tenant string, due []redis.Z, c *
 		var err error
 		switch codeStatus[sts[i]] {
 		case domain.StatusQueued:
-			done, err = w.s.ExpireQueued(ctx, tenant, id)
+			// Only an older version gave queued requests a deadline entry; the
+			// queued index times them now (expireQueued), so the entry goes
+			// whether or not the request is due under the current timeout.
+			done, _, err = w.s.expireQueued(ctx, tenant, id)
 			if done {
 				c.expired++
 			}
+			stale = append(stale, id)
 		case domain.StatusProcessing:
 			done, err = w.s.TimeOutProcessing(ctx, tenant, id)
 			if done {
@@ -313,6 +411,31 @@ func (w *Sweeper) timeOut(ctx context.Context, tenant string, due []redis.Z, c *
 		defer cancel()
 		if err := w.s.rdb.ZRem(cctx, w.s.k.deadlines(tenant), stale...).Err(); err != nil {
 			return backend("sweep: drop stale deadlines", err)
+		}
+	}
+	return nil
+}
+
+// expireQueued expires each queued request past its queued timeout with one
+// guarded transition (the guard re-checks status and timeout inside the
+// script, so a request that moved on or was expired by another replica is a
+// no-op). An index entry whose record is gone is removed.
+func (w *Sweeper) expireQueued(ctx context.Context, tenant string, due []queuedDue, c *sweepCounts) error {
+	for _, q := range due {
+		done, gone, err := w.s.expireQueued(ctx, tenant, q.id)
+		if err != nil {
+			return fmt.Errorf("sweep: expire %s/%s: %w", tenant, q.id, err)
+		}
+		if done {
+			c.expired++
+		}
+		if gone {
+			cctx, cancel := context.WithTimeout(ctx, w.s.opts.OpTimeout)
+			err := w.s.rdb.ZRem(cctx, w.s.k.index(tenant, domain.StatusQueued, q.typ), q.id).Err()
+			cancel()
+			if err != nil {
+				return backend("sweep: drop a queued entry without record", err)
+			}
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"context"
 	"fmt"
 	"log/slog"
@@ -118,8 +119,11 @@ func TestSweeperTimesOut(t *testing.T) {
 		if got := f.mustGet(t, "acme", patient.ID); got.Status != domain.StatusQueued {
 			t.Fatalf("per-type queued timeout ignored: %+v", got)
 		}
-		if n := f.rdb.ZCard(ctx, f.prefix+":{acme}:dl").Val(); n != 1 {
-			t.Fatalf("deadline set holds %d entries, want only the patient one", n)
+		if n := f.rdb.ZCard(ctx, f.prefix+":{acme}:dl").Val(); n != 0 {
+			t.Fatalf("deadline set holds %d entries, want none: only processing requests have one", n)
+		}
+		if !zscore(t, f.rdb, f.prefix+":{acme}:ix:q:patient", patient.ID) {
+			t.Fatal("the patient request left the queued index")
 		}
 		f.clock.Add(time.Hour)
 		if st := mustTick(t, w); st.Expired != 2 {
@@ -181,14 +185,14 @@ func TestSweeperRetentionRemovesEveryKey(t *testing.T) {
 			t.Fatalf("cleaned %d, want %d", st.Cleaned, len(gone))
 		}
 		// What is left is the live request's: its record and index entries.
-		want := []string{":dl", ":ix:q:x", ":m", ":r:" + alive.ID}
+		want := []string{":ix:q:x", ":m", ":r:" + alive.ID} // a queued request has no deadline entry
 		for i := range want {
 			want[i] = f.prefix + ":{acme}" + want[i]
 		}
 		if got := f.tenantKeys(t, "acme"); !slices.Equal(got, want) {
 			t.Fatalf("keys left:\n%v\nwant\n%v", got, want)
 		}
-		for _, k := range []string{":ix:q:x", ":dl"} {
+		for _, k := range []string{":ix:q:x"} {
 			if m := f.rdb.ZRange(ctx, f.prefix+":{acme}"+k, 0, -1).Val(); !slices.Equal(m, []string{alive.ID}) {
 				t.Fatalf("%s holds %v", k, m)
 			}
@@ -273,16 +277,17 @@ func TestSweeperBatchAndStaleEntries(t *testing.T) {
 		// entries whose record is gone (or never was) are dropped
 		ghost := uuid.Must(uuid.NewV7()).String()
 		f.rdb.ZAdd(ctx, f.prefix+":{acme}:dl", redis.Z{Score: 1, Member: ghost})
+		f.rdb.ZAdd(ctx, f.prefix+":{acme}:ix:q:x", redis.Z{Score: 1, Member: ghost})
 		f.rdb.RPush(ctx, f.prefix+":{acme}:rb:1", "garbage", "s"+ghost)
 		f.rdb.ZAdd(ctx, f.prefix+":{acme}:rbi", redis.Z{Score: 1, Member: "1"})
 		f.clock.Add(2 * time.Minute)
 		w := f.sweeper(store.SweeperOptions{Batch: 3})
 		st := mustTick(t, w)
-		if st.Expired != 2 { // the ghost is the oldest entry and takes a place in the batch
+		if st.Expired != 2 { // the ghost is the longest due entry and takes a place in the batch
 			t.Fatalf("first tick: %+v", st)
 		}
-		if zscore(t, f.rdb, f.prefix+":{acme}:dl", ghost) || zscore(t, f.rdb, f.prefix+":{acme}:rbi", "1") ||
-			f.rdb.Exists(ctx, f.prefix+":{acme}:rb:1").Val() != 0 {
+		if zscore(t, f.rdb, f.prefix+":{acme}:dl", ghost) || zscore(t, f.rdb, f.prefix+":{acme}:ix:q:x", ghost) ||
+			zscore(t, f.rdb, f.prefix+":{acme}:rbi", "1") || f.rdb.Exists(ctx, f.prefix+":{acme}:rb:1").Val() != 0 {
 			t.Fatal("stale entries survived")
 		}
 		for _, want := range []int64{5, 7, 7} {
@@ -394,6 +399,86 @@ func TestSweeperManyTenants(t *testing.T) {
 		f.clock.Add(2 * time.Minute)
 		if st := mustTick(t, f.sweeper(store.SweeperOptions{})); st.Expired != n {
 			t.Fatalf("expired %d of %d tenants' requests", st.Expired, n)
+		}
+	})
+}
+
+// TestQueuedTimeoutFollowsConfig: the queued timeout is counted from created_at
+// with the timeout configured now, so shortening lifecycle.queued_timeout (or a
+// type's override) applies to requests already queued, and lengthening it
+// spares them.
+func TestQueuedTimeoutFollowsConfig(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		f := newFixture(t, b, func(o *store.Options) { o.QueuedTimeout = time.Hour })
+		f.catchUp()
+		short := f.mustCreate(t, "acme", "x")
+		typed := f.mustCreate(t, "acme", "quick")
+		long := f.mustCreate(t, "acme", "y")
+		f.clock.Add(2 * time.Minute)
+		if st := mustTick(t, f.sweeper(store.SweeperOptions{})); st.Expired != 0 {
+			t.Fatalf("nothing is due under a 1h timeout: %+v", st)
+		}
+		// a replica restarted with a shorter timeout, and one type's override
+		later, err := store.New(f.rdb, store.Options{Prefix: f.prefix, Now: f.clock.Now, OpTimeout: 5 * time.Second,
+			QueuedTimeout: time.Minute, QueuedTimeoutByType: map[string]time.Duration{"quick": time.Second, "y": 3 * time.Minute},
+			AutoPipeline: b.AutoPipeline})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := later.NewSweeper(store.SweeperOptions{Log: quiet()})
+		if st := mustTick(t, w); st.Expired != 2 || st.LastLag < 59*time.Second {
+			t.Fatalf("the new timeouts: %+v", st)
+		}
+		for id, want := range map[string]domain.Status{short.ID: domain.StatusExpired, typed.ID: domain.StatusExpired, long.ID: domain.StatusQueued} {
+			if got := f.mustGet(t, "acme", id); got.Status != want {
+				t.Fatalf("%s is %s, want %s", id, got.Status, want)
+			}
+		}
+		f.clock.Add(time.Minute + time.Second) // created_at is the id's wall-clock time, a little after the fake clock's
+		if st := mustTick(t, w); st.Expired != 3 {
+			t.Fatalf("the 3m override: %+v", st)
+		}
+		// a caller's transition of a queued request is never held to the guard
+		q := f.mustCreate(t, "acme", "x")
+		if _, err := f.s.Complete(ctx, tp("acme", q.ID), domain.CompleteInput{ResultType: "answer", Result: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestSweeperDropsOldQueuedDeadlines: versions before the queued index timed
+// the queued timeout gave each queued request a deadline entry. The sweeper
+// still expires such a request when it is due under the current timeout, and
+// drops the entry either way, since the queued index now times it.
+func TestSweeperDropsOldQueuedDeadlines(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		f := newFixture(t, b, func(o *store.Options) {
+			o.QueuedTimeout = time.Hour
+			o.QueuedTimeoutByType = map[string]time.Duration{"x": time.Minute}
+		})
+		f.catchUp()
+		due := f.mustCreate(t, "acme", "x")
+		spared := f.mustCreate(t, "acme", "y") // its timeout was lengthened since
+		// as the older create.lua wrote them: created_at + the timeout of then
+		f.rdb.ZAdd(ctx, f.prefix+":{acme}:dl",
+			redis.Z{Score: float64(due.CreatedAt.Add(time.Minute).UnixMilli()), Member: due.ID},
+			redis.Z{Score: float64(spared.CreatedAt.Add(time.Minute).UnixMilli()), Member: spared.ID})
+		f.clock.Add(2 * time.Minute)
+		w := f.sweeper(store.SweeperOptions{})
+		if st := mustTick(t, w); st.Expired != 1 {
+			t.Fatalf("one is due under the current timeouts: %+v", st)
+		}
+		if n := f.rdb.ZCard(ctx, f.prefix+":{acme}:dl").Val(); n != 0 {
+			t.Fatalf("%d old deadline entries left", n)
+		}
+		for id, want := range map[string]domain.Status{due.ID: domain.StatusExpired, spared.ID: domain.StatusQueued} {
+			if got := f.mustGet(t, "acme", id); got.Status != want {
+				t.Fatalf("%s is %s, want %s", id, got.Status, want)
+			}
+		}
+		f.clock.Add(time.Hour)
+		if st := mustTick(t, w); st.Expired != 2 {
+			t.Fatalf("the spared one is due from the queued index: %+v", st)
 		}
 	})
 }

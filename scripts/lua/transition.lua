@@ -12,7 +12,9 @@
 -- ARGV[4] payload: progress / result / failure JSON, cancel reason JSON, or ""
 -- ARGV[5] result type or ""
 -- ARGV[6] guard: "" for callers; "q" or "p" for the sweeper: act only while the
---         request is still in that status and its deadline has passed
+--         request is still in that status and its timeout has passed: for "q",
+--         created_at (ARGV[15]) + the queued timeout (ARGV[19], ARGV[20]); for "p",
+--         its entry in the deadline zset, which holds processing requests only
 -- ARGV[7] processing timeout (ms)          ARGV[8] per-type processing timeouts ";t=ms;"
 -- ARGV[9] retention (ms, 0 = forever)     ARGV[10] per-type retention ";t=ms;"
 -- ARGV[11] idempotency fingerprint        ARGV[12] idempotency ttl (ms)
@@ -26,6 +28,7 @@
 -- ARGV[18] index key prefix ("<prefix>:{<tenant>}:ix:"): the request's index is
 --          "<prefix><status letter>:<type>", named here because only the record
 --          knows the type (same hash tag, so this slot).
+-- ARGV[19] queued timeout (ms)            ARGV[20] per-type queued timeouts ";t=ms;"
 -- An applied status change emits its webhook event (emit_webhooks, when the tenant
 -- has endpoints: meta field wh): queued ->
 -- processing emits p (request.processing), a terminal status its own letter. A
@@ -60,8 +63,14 @@ if terminal(from) then
   return '6' .. rec
 end
 if guard ~= '' then
-  local due = rcall('ZSCORE', deadlines, id)
-  if from ~= guard or not due or tonumber(due) > tonumber(now) then return '7' end
+  if from ~= guard then return '7' end
+  if guard == 'q' then
+    local qt = tonumber(per_type(ARGV[20], f[3], ARGV[19]))
+    if tonumber(ARGV[15]) + qt > tonumber(now) then return '7' end
+  else
+    local due = rcall('ZSCORE', deadlines, id)
+    if not due or tonumber(due) > tonumber(now) then return '7' end
+  end
 end
 
 local ca = ARGV[15]
@@ -93,7 +102,9 @@ else
     f[14] = payload
   end
   f[7] = d
-  rcall('ZREM', deadlines, id)
+  -- only processing requests have a deadline entry (a queued one left by an
+  -- older version is dropped by the sweeper once due)
+  if from == 'p' then rcall('ZREM', deadlines, id) end
   -- pacing state ends with the request's active life
   rcall('DEL', pacing)
   local keep = tonumber(per_type(ARGV[10], f[3], ARGV[9]))
