@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -146,4 +147,29 @@ type logWriter struct{ t *testing.T }
 func (w logWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+func TestSelfRatio(t *testing.T) {
+	rounds := func(rates ...float64) *Row {
+		r := &Row{}
+		for _, x := range rates {
+			r.Rounds = append(r.Rounds, RoundSummary{Rate: x})
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		r    *Row
+		want float64
+		ok   bool
+	}{
+		{rounds(100, 200, 300, 400), (100 + 300) / (200 + 400.0), true},
+		{rounds(100, 50, 999), 2, true}, // an odd last round has no partner
+		{rounds(100), 0, false},
+		{rounds(100, 0), 0, false},
+	} {
+		got, ok := tc.r.selfRatio()
+		if ok != tc.ok || math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("selfRatio(%v) = %v, %v; want %v, %v", tc.r.Rounds, got, ok, tc.want, tc.ok)
+		}
+	}
 }

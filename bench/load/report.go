@@ -117,6 +117,25 @@ func (r *Row) Foreign() float64 {
 	return max(other, 0) / (r.Elapsed.Seconds() * float64(runtime.NumCPU()))
 }
 
+// selfRatio is the row's odd rounds' answers over its even rounds' (rounds 1,
+// 3, ... over 2, 4, ..., as many of each): for the baseline, an A/A ratio of
+// the same code in the same run, which shows the harness's noise.
+func (r *Row) selfRatio() (float64, bool) {
+	n := len(r.Rounds) / 2
+	if n == 0 {
+		return 0, false
+	}
+	var odd, even float64
+	for i := range n {
+		odd += r.Rounds[2*i].Rate
+		even += r.Rounds[2*i+1].Rate
+	}
+	if even <= 0 {
+		return 0, false
+	}
+	return odd / even, true
+}
+
 // Ran reports whether the scenario ran on this server.
 func (r *Row) Ran() bool { return r.Skipped == "" }
 
@@ -242,6 +261,8 @@ func (rep *Report) Markdown() string {
 			for i := range min(len(r.Rounds), len(bl.Rounds)) {
 				pairs = append(pairs, fmt.Sprintf("%.2fx", r.Rounds[i].Rate/max(bl.Rounds[i].Rate, 1e-9)))
 			}
+		} else if x, ok := r.selfRatio(); r.Baseline && ok {
+			pairs = append(pairs, fmt.Sprintf("itself: %.2fx", x))
 		}
 		n := float64(max(r.Good, 1))
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.1f | %.3f, %.3f, %.3f | %.0f%% | %s |\n", r.Scenario, r.Server,
@@ -253,6 +274,7 @@ func (rep *Report) Markdown() string {
 	b.WriteString("- CPU is utime + stime from /proc/<pid>/stat of the server process and of redis-server over the windows, divided by the answers; the servers not under test are stopped (SIGSTOP) meanwhile.\n")
 	b.WriteString("- CPU used by other processes: the machine's busy time (/proc/stat) less the three processes above, as a share of all CPUs over the windows; above a few per cent, other work disturbed the figures.\n")
 	b.WriteString("- Redis commands / answer is the INFO total_commands_processed delta per answer; commands run inside a script count too.\n")
+	b.WriteString("- baseline \"itself\": its odd rounds' answers/s over its even rounds' (1, 3 over 2, 4), the same code measured twice in the same alternation: how far a ratio moves with nothing changed but the machine's drift.\n")
 	for _, r := range rep.Rows {
 		if r.Note != "" && r.Ran() {
 			fmt.Fprintf(&b, "- %s: %s.\n", r.Scenario, r.Note)
