@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,8 +24,9 @@ type scripts struct {
 	names map[*redis.Script]string
 }
 
-// readScript is one embedded script with the parts of lib.lua it uses prepended.
-func readScript(name string) (*redis.Script, error) {
+// readScript is one embedded script with consts (Lua definitions of the
+// configuration, scriptConstants) and the parts of lib.lua it uses prepended.
+func readScript(name, consts string) (*redis.Script, error) {
 	lib, err := fs.ReadFile(lua.FS, "lib.lua")
 	if err != nil {
 		return nil, fmt.Errorf("read lib.lua: %w", err)
@@ -33,7 +35,55 @@ func readScript(name string) (*redis.Script, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
-	return redis.NewScript(libFor(string(lib), string(b)) + "\n" + string(b)), nil
+	return redis.NewScript(consts + libFor(string(lib), string(b)) + "\n" + string(b)), nil
+}
+
+// luaConst is one configuration value a script reads as a constant.
+type luaConst struct {
+	name string
+	v    any // int64 or float64: a Lua number; string: a Lua string
+}
+
+// luaConstants writes cs as Lua local definitions. Settings reach the scripts
+// this way rather than as ARGV because Redis parses every argument of every
+// call and makes a Lua string of it, and the scripts then convert numbers back
+// with tonumber: the poll script with its three settings as constants ran 7%
+// fewer instructions in Redis (callgrind, docs/performance.md, item 15). Each
+// configuration is its own script text (its own SHA1), loaded like any other.
+// Values Redis commands take (a TTL, a MAXLEN) stay strings, as every number
+// given to redis.call should: Lua number formatting differs between Redis and
+// the embedded store (shared/notes/pitfalls.md).
+func luaConstants(cs []luaConst) string {
+	var b strings.Builder
+	for _, c := range cs {
+		b.WriteString("local " + c.name + " = ")
+		switch v := c.v.(type) {
+		case int64:
+			b.WriteString(strconv.FormatInt(v, 10))
+		case float64:
+			b.WriteString(strconv.FormatFloat(v, 'g', -1, 64))
+		case string:
+			b.WriteString(luaString(v))
+		default:
+			panic(fmt.Sprintf("luaConstants: %s is a %T", c.name, c.v))
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// luaString quotes s as a Lua long string, [==[...]==], with a level of "="
+// that s does not contain closing (a long string takes its text as is, with no
+// escapes; a leading newline would be dropped, so one is doubled).
+func luaString(s string) string {
+	eq := ""
+	for strings.Contains(s, "]"+eq+"]") {
+		eq += "="
+	}
+	if strings.HasPrefix(s, "\n") {
+		s = "\n" + s
+	}
+	return "[" + eq + "[" + s + "]" + eq + "]"
 }
 
 // libDefinition is a top-level definition of lib.lua: "local NAME" or "local function NAME".
@@ -78,7 +128,7 @@ func libFor(lib, body string) string {
 	return strings.Join(out, "\n\n")
 }
 
-func loadScripts() (scripts, error) {
+func loadScripts(consts string) (scripts, error) {
 	var err error
 	s := scripts{names: map[*redis.Script]string{}}
 	for _, x := range []struct {
@@ -87,7 +137,7 @@ func loadScripts() (scripts, error) {
 	}{{&s.create, "create.lua"}, {&s.transition, "transition.lua"}, {&s.poll, "poll.lua"},
 		{&s.remove, "delete.lua"}, {&s.sweep, "sweep.lua"}, {&s.list, "list.lua"},
 		{&s.reapply, "reapply.lua"}} {
-		if *x.dst, err = readScript(x.name); err != nil {
+		if *x.dst, err = readScript(x.name, consts); err != nil {
 			return scripts{}, err
 		}
 		s.names[*x.dst] = strings.TrimSuffix(x.name, ".lua")

@@ -1,10 +1,13 @@
 package store
 
 import (
+	"context"
+	"fmt"
 	"io/fs"
 	"strings"
 	"testing"
 
+	"github.com/asyncstatus/asyncstatus/internal/testenv"
 	lua "github.com/asyncstatus/asyncstatus/scripts/lua"
 )
 
@@ -68,5 +71,27 @@ func TestScriptsCarryOnlyTheirHelpers(t *testing.T) {
 				t.Errorf("%s carries %s, which it does not use", tc.script, n)
 			}
 		}
+	}
+}
+
+// TestLuaConstants reads constants back through each backend's Lua: numbers
+// as numbers, strings byte for byte, however they would end a long string.
+func TestLuaConstants(t *testing.T) {
+	cs := []luaConst{
+		{"N", int64(86400000)}, {"F", 0.2}, {"S", ";a.b=1,2;c-d=5;"}, {"E", ""},
+		{"B", "x]]y]=]z"}, {"NL", "\nlead"},
+	}
+	src := luaConstants(cs) + "return {tostring(N + 1), tostring(F * 10), S, E, B, NL, type(N), type(S)}"
+	want := []any{"86400001", "2", ";a.b=1,2;c-d=5;", "", "x]]y]=]z", "\nlead", "number", "string"}
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			got, err := b.Client(t).Eval(context.Background(), src, []string{"{t}k"}).Slice()
+			if err != nil {
+				t.Fatalf("%v\n%s", err, src)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("got %q, want %q", got, want)
+			}
+		})
 	}
 }

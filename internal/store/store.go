@@ -90,8 +90,8 @@ type Store struct {
 	opts Options
 	sc   scripts
 
-	// ARGV forms of the per-type settings, encoded once.
-	queuedByType, processingByType, retentionByType, scheduleDefault, scheduleByType, tolerance string
+	// retentionByType is the per-type retention as reapply.lua takes it (";t=ms;").
+	retentionByType string
 
 	mu          sync.Mutex
 	knownTenant map[string]bool // tenants already added to the registry by this process
@@ -129,11 +129,32 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 	if o.WaitReplicas > 0 && o.WaitTimeout <= 0 {
 		o.WaitTimeout = 500 * time.Millisecond
 	}
-	sc, err := loadScripts()
-	if err != nil {
+	s := &Store{rdb: rdb, k: keys{prefix: o.Prefix}, opts: o, knownTenant: map[string]bool{}}
+	millis := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+	queued := make(map[string]time.Duration, len(o.QueuedTimeoutByType))
+	for t, d := range o.QueuedTimeoutByType {
+		if d > 0 { // an override of 0 means the default, as it always did
+			queued[t] = d
+		}
+	}
+	s.retentionByType = encodeByType(o.RetentionByType, millis)
+	var err error
+	if s.sc, err = loadScripts(luaConstants([]luaConst{
+		{"EARLY_TOLERANCE", o.EarlyTolerance},
+		{"SCHEDULE", joinInts(o.Schedule)},
+		{"SCHEDULE_BY_TYPE", encodeByType(o.ScheduleByType, joinInts)},
+		{"QUEUED_TIMEOUT", o.QueuedTimeout.Milliseconds()},
+		{"QUEUED_TIMEOUT_BY_TYPE", encodeByType(queued, millis)},
+		{"PROCESSING_TIMEOUT", o.ProcessingTimeout.Milliseconds()},
+		{"PROCESSING_TIMEOUT_BY_TYPE", encodeByType(o.ProcessingTimeoutByType, millis)},
+		{"RETENTION", o.Retention.Milliseconds()},
+		{"RETENTION_BY_TYPE", s.retentionByType},
+		{"BUCKET_WIDTH", o.RetentionBucket.Milliseconds()},
+		{"IDEMPOTENCY_TTL", millis(o.IdempotencyTTL)},
+		{"OUTBOX_BOUND", strconv.Itoa(outboxCap)},
+	})); err != nil {
 		return nil, err
 	}
-	s := &Store{rdb: rdb, k: keys{prefix: o.Prefix}, opts: o, sc: sc, knownTenant: map[string]bool{}}
 	if c, ok := rdb.(autoPipeliner); ok && o.AutoPipeline {
 		// The deferred face, because only its futures can be awaited under a
 		// deadline (eval waits with WaitContext). The instance is cached on the
@@ -153,19 +174,6 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 		}
 		s.ap = ap
 	}
-	millis := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
-	queued := make(map[string]time.Duration, len(o.QueuedTimeoutByType))
-	for t, d := range o.QueuedTimeoutByType {
-		if d > 0 { // an override of 0 means the default, as it always did
-			queued[t] = d
-		}
-	}
-	s.queuedByType = encodeByType(queued, millis)
-	s.processingByType = encodeByType(o.ProcessingTimeoutByType, millis)
-	s.retentionByType = encodeByType(o.RetentionByType, millis)
-	s.scheduleDefault = joinInts(o.Schedule)
-	s.scheduleByType = encodeByType(o.ScheduleByType, joinInts)
-	s.tolerance = strconv.FormatFloat(o.EarlyTolerance, 'f', -1, 64)
 	return s, nil
 }
 
@@ -260,7 +268,7 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 			keys = append(keys, s.idemKey(p.Tenant, "create", "", p.IdemKey))
 		}
 		r, err := s.run(ctx, s.sc.create, keys, id, ms(created), newRecord(in.Type, p.CreatedBy, in.Context),
-			fp, s.opts.IdempotencyTTL.Milliseconds(), stale, outboxCap, in.Type)
+			fp, stale, in.Type)
 		if err != nil {
 			return nil, false, backend("create request", err)
 		}
@@ -344,7 +352,7 @@ func (s *Store) read(ctx context.Context, p domain.PollParams, withEvents bool) 
 		return res, domain.ErrNotFound()
 	}
 	keys := []string{s.k.record(p.Tenant, p.ID), s.k.meta(p.Tenant), s.k.pacing(p.Tenant, p.ID)}
-	args := []any{ms(s.now()), p.Caller, s.tolerance, s.scheduleDefault, s.scheduleByType}
+	args := []any{ms(s.now()), p.Caller}
 	if r := s.opts.PollRate; r != nil && p.Credential != "" {
 		keys = append(keys, s.k.rateCredential(p.Tenant, "read", p.Credential), s.k.rateTenant(p.Tenant))
 		args = append(args, r.CredentialLimit, r.CredentialWindow.Milliseconds(), r.TenantLimit, r.TenantWindow.Milliseconds())
@@ -531,11 +539,7 @@ func (s *Store) transition(ctx context.Context, p domain.TransitionParams, op st
 		fp = fingerprint(op, payload, resultType)
 	}
 	r, err := s.run(ctx, s.sc.transition, keys, statusCode[to], ms(s.now()), p.By, payload, resultType, guard,
-		s.opts.ProcessingTimeout.Milliseconds(), s.processingByType,
-		s.opts.Retention.Milliseconds(), s.retentionByType,
-		fp, s.opts.IdempotencyTTL.Milliseconds(), p.ID, outboxCap,
-		ca, s.opts.RetentionBucket.Milliseconds(), s.k.retentionBucketPrefix(p.Tenant), s.k.indexPrefix(p.Tenant),
-		s.opts.QueuedTimeout.Milliseconds(), s.queuedByType)
+		fp, p.ID, ca, s.k.retentionBucketPrefix(p.Tenant), s.k.indexPrefix(p.Tenant))
 	if err != nil {
 		return nil, backend(op+" request "+p.ID, err)
 	}

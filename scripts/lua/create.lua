@@ -10,9 +10,10 @@
 -- KEYS[5] webhook outbox stream  KEYS[6] idempotency key (optional)
 -- ARGV[1] id                     ARGV[2] now = created_at (unix ms, the id's own)
 -- ARGV[3] the record (lib.lua's layout, built by record.go)
--- ARGV[4] idempotency fingerprint (body digest)   ARGV[5] idempotency ttl (ms)
--- ARGV[6] stale id: an idempotency entry naming this id may be replaced (its record is gone)
--- ARGV[7] outbox bound (XADD MAXLEN ~)   ARGV[8] type
+-- ARGV[4] idempotency fingerprint (body digest)
+-- ARGV[5] stale id: an idempotency entry naming this id may be replaced (its record is gone)
+-- ARGV[6] type
+-- Constants (scripts.go, scriptConstants): IDEMPOTENCY_TTL (ms), OUTBOX_BOUND (XADD MAXLEN ~).
 -- A created request emits request.created to the endpoints that asked for it (emit_webhooks).
 -- Returns one string (see poll.lua): "0" created | "2" tenant frozen
 --   "4" idempotency key reused with another body | "5" .. id replay: the key already made request id
@@ -20,26 +21,26 @@ local record, meta, qset, hooks, outbox, idem =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id, now, rec = ARGV[1], ARGV[2], ARGV[3]
 
-local m = rcall('HMGET', meta, 'fz', 'wh', 't:' .. ARGV[8])
+local m = rcall('HMGET', meta, 'fz', 'wh', 't:' .. ARGV[6])
 if m[1] == '1' then return '2' end
 
 -- The key is claimed and read in one call (SET NX GET: Redis 7.0+); if it was
 -- taken, nothing was written. Claiming before the record is safe: a record that
 -- then fails to appear leaves an entry naming a missing request, which the next
--- try takes over (ARGV[6]).
+-- try takes over (ARGV[5]).
 if idem then
-  local prev = rcall('SET', idem, ARGV[4] .. '|' .. id, 'NX', 'PX', ARGV[5], 'GET')
+  local prev = rcall('SET', idem, ARGV[4] .. '|' .. id, 'NX', 'PX', IDEMPOTENCY_TTL, 'GET')
   if prev then
     local sep = string.find(prev, '|', 1, true)
     local fp, pid = string.sub(prev, 1, sep - 1), string.sub(prev, sep + 1)
     if fp ~= ARGV[4] then return '4' end
-    if pid ~= ARGV[6] then return '5' .. pid end
-    rcall('SET', idem, ARGV[4] .. '|' .. id, 'PX', ARGV[5])
+    if pid ~= ARGV[5] then return '5' .. pid end
+    rcall('SET', idem, ARGV[4] .. '|' .. id, 'PX', IDEMPOTENCY_TTL)
   end
 end
 
 if not rcall('SET', record, rec, 'NX') then return redis.error_reply('ERR id collision') end
 rcall('ZADD', qset, now, id)
-if not m[3] then rcall('HSET', meta, 't:' .. ARGV[8], '1') end
-if m[2] then emit_webhooks(hooks, outbox, ARGV[7], 'q', id, now, rec) end
+if not m[3] then rcall('HSET', meta, 't:' .. ARGV[6], '1') end
+if m[2] then emit_webhooks(hooks, outbox, OUTBOX_BOUND, 'q', id, now, rec) end
 return '0'

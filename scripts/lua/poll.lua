@@ -6,11 +6,10 @@
 -- KEYS[4] credential rate counter, KEYS[5] tenant rate counter (both optional)
 -- ARGV[1] now (unix ms)
 -- ARGV[2] caller ("" = read without pacing: events, internal reads)
--- ARGV[3] early tolerance, e.g. "0.2"
--- ARGV[4] default schedule, seconds: "1,2,5,10,30"
--- ARGV[5] per-type schedules ";type=1,2,5;" or ""
--- ARGV[6] credential limit  ARGV[7] credential window (ms)   (with KEYS[4])
--- ARGV[8] tenant limit      ARGV[9] tenant window (ms)       (with KEYS[5])
+-- ARGV[3] credential limit  ARGV[4] credential window (ms)   (with KEYS[4])
+-- ARGV[5] tenant limit      ARGV[6] tenant window (ms)       (with KEYS[5])
+-- Constants (scripts.go, scriptConstants): EARLY_TOLERANCE (e.g. 0.2), SCHEDULE
+-- (seconds: "1,2,5,10,30"), SCHEDULE_BY_TYPE (";type=1,2,5;" or "").
 -- The reply is one string, "<code>,<n>[,<rl_limit>,<rl_remaining>,<rl_reset_ms>]",
 -- then for code 0 "|" and the record. A string because Redis turns a Lua table
 -- into a reply much more slowly than a string (a table reply cost about 0.5 µs
@@ -30,24 +29,26 @@ if rcall('HGET', meta, 'fz') == '1' then return '2,0' end
 -- counted first; the tenant only if the credential is within its limit, so one
 -- credential ignoring Retry-After spends its own budget, not its tenant's.
 local rl = ''
-local function count(key, limit, window)
-  local n = rcall('INCRBY', key, 1)
-  local ttl = tonumber(window)
-  if n == 1 then
-    rcall('PEXPIRE', key, window)
-  else
-    ttl = rcall('PTTL', key)
-    if ttl < 0 then -- a counter that lost its TTL must not block forever
-      rcall('PEXPIRE', key, window)
-      ttl = tonumber(window)
-    end
-  end
-  return n, tonumber(limit), tonumber(now) + ttl
-end
 if KEYS[4] then
-  local c, climit, creset = count(KEYS[4], ARGV[6], ARGV[7])
+  -- defined only here: Redis runs the whole text per call, and an unused
+  -- closure is still made
+  local function count(key, limit, window)
+    local n = rcall('INCRBY', key, 1)
+    local ttl = tonumber(window)
+    if n == 1 then
+      rcall('PEXPIRE', key, window)
+    else
+      ttl = rcall('PTTL', key)
+      if ttl < 0 then -- a counter that lost its TTL must not block forever
+        rcall('PEXPIRE', key, window)
+        ttl = tonumber(window)
+      end
+    end
+    return n, tonumber(limit), tonumber(now) + ttl
+  end
+  local c, climit, creset = count(KEYS[4], ARGV[3], ARGV[4])
   if c > climit then return '9,0,' .. fmt_ms(climit) .. ',0,' .. fmt_ms(creset) end
-  local t, tlimit, treset = count(KEYS[5], ARGV[8], ARGV[9])
+  local t, tlimit, treset = count(KEYS[5], ARGV[5], ARGV[6])
   if t > tlimit then return '9,0,' .. fmt_ms(tlimit) .. ',0,' .. fmt_ms(treset) end
   if tlimit - t < climit - c then
     rl = ',' .. fmt_ms(tlimit) .. ',' .. fmt_ms(tlimit - t) .. ',' .. fmt_ms(treset)
@@ -74,7 +75,7 @@ if state then
   local at = tonumber(string.sub(state, b + 1, c - 1))
   local ra = tonumber(string.sub(state, c + 1))
   local t = tonumber(now)
-  if t < at + ra * 1000 * (1 - tonumber(ARGV[3])) then
+  if t < at + ra * 1000 * (1 - EARLY_TOLERANCE) then
     local left = math.ceil((at + ra * 1000 - t) / 1000)
     if left < 1 then left = 1 end
     return '3,' .. fmt_ms(left) .. rl
@@ -83,8 +84,8 @@ end
 
 -- the n-th step of the schedule (the last one past its end)
 n = n + 1
-local sched = ARGV[4]
-if ARGV[5] ~= '' then sched = per_type(ARGV[5], typ, sched) end
+local sched = SCHEDULE
+if SCHEDULE_BY_TYPE ~= '' then sched = per_type(SCHEDULE_BY_TYPE, typ, sched) end
 local ra, k = nil, 0
 for s in string.gmatch(sched, '%d+') do
   ra, k = s, k + 1

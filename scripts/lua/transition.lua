@@ -13,22 +13,22 @@
 -- ARGV[5] result type or ""
 -- ARGV[6] guard: "" for callers; "q" or "p" for the sweeper: act only while the
 --         request is still in that status and its timeout has passed: for "q",
---         created_at (ARGV[15]) + the queued timeout (ARGV[19], ARGV[20]); for "p",
---         its entry in the deadline zset, which holds processing requests only
--- ARGV[7] processing timeout (ms)          ARGV[8] per-type processing timeouts ";t=ms;"
--- ARGV[9] retention (ms, 0 = forever)     ARGV[10] per-type retention ";t=ms;"
--- ARGV[11] idempotency fingerprint        ARGV[12] idempotency ttl (ms)
--- ARGV[13] request id                    ARGV[14] outbox bound (XADD MAXLEN ~)
--- ARGV[15] created_at (unix ms, the id's) ARGV[16] retention bucket width (ms)
--- ARGV[17] retention bucket key prefix ("<prefix>:{<tenant>}:rb:"): a terminal
+--         created_at (ARGV[9]) + the type's queued timeout; for "p", its entry in
+--         the deadline zset, which holds processing requests only
+-- ARGV[7] idempotency fingerprint         ARGV[8] request id
+-- ARGV[9] created_at (unix ms, the id's)
+-- ARGV[10] retention bucket key prefix ("<prefix>:{<tenant>}:rb:"): a terminal
 --          record that will expire is listed as "<status letter><id><type>" in the bucket
 --          "<prefix><end ms>" (a list under the tenant's hash tag, so in this slot;
 --          its name depends on expires_at, known only here) and the bucket's end
 --          in KEYS[3]; the sweeper empties buckets once they end (sweep.lua).
--- ARGV[18] index key prefix ("<prefix>:{<tenant>}:ix:"): the request's index is
+-- ARGV[11] index key prefix ("<prefix>:{<tenant>}:ix:"): the request's index is
 --          "<prefix><status letter>:<type>", named here because only the record
 --          knows the type (same hash tag, so this slot).
--- ARGV[19] queued timeout (ms)            ARGV[20] per-type queued timeouts ";t=ms;"
+-- The configuration comes as constants (scripts.go, scriptConstants):
+-- QUEUED_TIMEOUT, PROCESSING_TIMEOUT, RETENTION (ms, 0 = forever), each with its
+-- per-type ";t=ms;" string (..._BY_TYPE), IDEMPOTENCY_TTL (ms), OUTBOX_BOUND
+-- (XADD MAXLEN ~) and BUCKET_WIDTH (ms, the retention buckets').
 -- An applied status change emits its webhook event (emit_webhooks, when the tenant
 -- has endpoints: meta field wh): queued ->
 -- processing emits p (request.processing), a terminal status its own letter. A
@@ -42,7 +42,7 @@
 --   "7" sweeper guard failed: nothing to do
 local record, deadlines, buckets, pacing, meta, hooks, outbox, idem =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local to, now, by, payload, guard, id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[6], ARGV[13]
+local to, now, by, payload, guard, id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[6], ARGV[8]
 
 local rec = rcall('GET', record)
 if not rec then return '1' end
@@ -52,7 +52,7 @@ if gone(f[4], now) then return '1' end
 if idem then
   local prev = rcall('GET', idem)
   if prev then
-    if prev ~= ARGV[11] then return '4' end
+    if prev ~= ARGV[7] then return '4' end
     return '5' .. rec
   end
 end
@@ -65,19 +65,19 @@ end
 if guard ~= '' then
   if from ~= guard then return '7' end
   if guard == 'q' then
-    local qt = tonumber(per_type(ARGV[20], f[3], ARGV[19]))
-    if tonumber(ARGV[15]) + qt > tonumber(now) then return '7' end
+    local qt = tonumber(per_type(QUEUED_TIMEOUT_BY_TYPE, f[3], QUEUED_TIMEOUT))
+    if tonumber(ARGV[9]) + qt > tonumber(now) then return '7' end
   else
     local due = rcall('ZSCORE', deadlines, id)
     if not due or tonumber(due) > tonumber(now) then return '7' end
   end
 end
 
-local ca = ARGV[15]
+local ca = ARGV[9]
 local d = fmt_ms(tonumber(now) - tonumber(ca))
 f[6] = d
 if from ~= to then
-  local ix = ARGV[18]
+  local ix = ARGV[11]
   rcall('ZREM', ix .. from .. ':' .. f[3], id)
   rcall('ZADD', ix .. to .. ':' .. f[3], ca, id)
   f[1] = to
@@ -89,7 +89,7 @@ f[2] = tostring(tonumber(f[2]) + 1)
 
 if to == 'p' then
   if payload ~= '' then f[11] = payload end
-  local timeout = tonumber(per_type(ARGV[8], f[3], ARGV[7]))
+  local timeout = tonumber(per_type(PROCESSING_TIMEOUT_BY_TYPE, f[3], PROCESSING_TIMEOUT))
   rcall('ZADD', deadlines, fmt_ms(tonumber(now) + timeout), id)
   rec = rec_join(f)
   rcall('SET', record, rec)
@@ -107,15 +107,15 @@ else
   if from == 'p' then rcall('ZREM', deadlines, id) end
   -- pacing state ends with the request's active life
   rcall('DEL', pacing)
-  local keep = tonumber(per_type(ARGV[10], f[3], ARGV[9]))
+  local keep = tonumber(per_type(RETENTION_BY_TYPE, f[3], RETENTION))
   if keep > 0 then
     local ex = tonumber(now) + keep
     f[4] = fmt_ms(ex)
     rec = rec_join(f)
     rcall('SET', record, rec, 'PXAT', f[4])
-    local w = tonumber(ARGV[16])
+    local w = BUCKET_WIDTH
     local bend = fmt_ms((math.floor(ex / w) + 1) * w)
-    if rcall('RPUSH', ARGV[17] .. bend, to .. id .. f[3]) == 1 then
+    if rcall('RPUSH', ARGV[10] .. bend, to .. id .. f[3]) == 1 then
       rcall('ZADD', buckets, bend, bend)
     end
   else
@@ -124,10 +124,10 @@ else
   end
 end
 
-if idem then rcall('SET', idem, ARGV[11], 'PX', ARGV[12]) end
+if idem then rcall('SET', idem, ARGV[7], 'PX', IDEMPOTENCY_TTL) end
 -- the meta hash is small and read by every create and poll: asking it whether
 -- there are endpoints at all is cheaper than reading an absent filter hash
 if from ~= to and rcall('HGET', meta, 'wh') then
-  emit_webhooks(hooks, outbox, ARGV[14], to, id, now, rec)
+  emit_webhooks(hooks, outbox, OUTBOX_BOUND, to, id, now, rec)
 end
 return '0' .. rec
