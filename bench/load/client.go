@@ -119,6 +119,7 @@ type roundResult struct {
 	CPULoad                    float64         // the load generator's own CPU seconds
 	CPUMachine                 float64         // CPU seconds the whole machine was busy
 	RedisCmds                  int64           // commands Redis processed (script inner calls included)
+	RedisReads                 int64           // reads from client sockets Redis made (pipelined commands share one)
 	Exhausted                  bool            // the workload ran out before the window ended
 }
 
@@ -131,7 +132,7 @@ type meters struct {
 type snapshot struct {
 	at                               time.Time
 	server, redis, loadself, machine float64
-	cmds                             int64
+	cmds, reads                      int64
 }
 
 func (m meters) take(ctx context.Context) (snapshot, error) {
@@ -143,6 +144,7 @@ func (m meters) take(ctx context.Context) (snapshot, error) {
 	var f map[string]string
 	f, err4 = m.redis.info(ctx, "stats")
 	s.cmds = infoInt(f, "total_commands_processed")
+	s.reads = infoInt(f, "total_reads_processed")
 	return s, errors.Join(err1, err2, err3, err4)
 }
 
@@ -272,7 +274,8 @@ func runRound(ctx context.Context, addr string, conc int, warmup, d time.Duratio
 	res = roundResult{Statuses: map[int]int{}, Elapsed: we - ws, Exhausted: !full,
 		CPUServer: s1.server - s0.server, CPURedis: s1.redis - s0.redis, CPULoad: s1.loadself - s0.loadself,
 		CPUMachine: s1.machine - s0.machine,
-		RedisCmds:  s1.cmds - s0.cmds - 1} // the INFO that took s0
+		RedisCmds:  s1.cmds - s0.cmds - 1, // the INFO that took s0
+		RedisReads: s1.reads - s0.reads - 1}
 	for _, t := range tallies {
 		res.Good += t.good
 		res.Paced += t.paced

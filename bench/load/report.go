@@ -37,7 +37,7 @@ type Row struct {
 	Elapsed                      time.Duration
 	CPUServer, CPURedis, CPULoad float64
 	CPUMachine                   float64
-	RedisCmds                    int64
+	RedisCmds, RedisReads        int64
 	Exhausted                    bool
 	RateLimitHeaders             bool // answers carried RateLimit-Limit
 
@@ -74,6 +74,7 @@ func (r *Row) add(res roundResult) {
 	r.CPULoad += res.CPULoad
 	r.CPUMachine += res.CPUMachine
 	r.RedisCmds += res.RedisCmds
+	r.RedisReads += res.RedisReads
 	r.Exhausted = r.Exhausted || res.Exhausted
 	r.latencies = append(r.latencies, res.Latencies...)
 	r.sorted = false
@@ -245,7 +246,7 @@ func (rep *Report) Markdown() string {
 	}
 
 	b.WriteString("### Details\n\n")
-	b.WriteString("| scenario | server | answers/s by round | p99 ms by round | vs baseline by round pair | Redis commands / answer | CPU ms/answer: server, Redis, load generator | CPU used by other processes | other answers |\n")
+	b.WriteString("| scenario | server | answers/s by round | p99 ms by round | vs baseline by round pair | Redis commands, socket reads / answer | CPU ms/answer: server, Redis, load generator | CPU used by other processes | other answers |\n")
 	b.WriteString("|---|---|---|---|---|---:|---|---:|---|\n")
 	for _, r := range rep.Rows {
 		if !r.Ran() {
@@ -265,15 +266,15 @@ func (rep *Report) Markdown() string {
 			pairs = append(pairs, fmt.Sprintf("itself: %.2fx", x))
 		}
 		n := float64(max(r.Good, 1))
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.1f | %.3f, %.3f, %.3f | %.0f%% | %s |\n", r.Scenario, r.Server,
-			strings.Join(rates, ", "), strings.Join(p99s, ", "), strings.Join(pairs, ", "), float64(r.RedisCmds)/n,
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.1f, %.2f | %.3f, %.3f, %.3f | %.0f%% | %s |\n", r.Scenario, r.Server,
+			strings.Join(rates, ", "), strings.Join(p99s, ", "), strings.Join(pairs, ", "), float64(r.RedisCmds)/n, float64(r.RedisReads)/n,
 			1000*r.CPUServer/n, 1000*r.CPURedis/n, 1000*r.CPULoad/n, 100*r.Foreign(), r.otherAnswers())
 	}
 	b.WriteString("\n")
 	b.WriteString("- answers/s counts only the answers the scenario expects (poll 200, create 202, complete 200, list 200) that completed inside the measuring windows; p50/p99 are over those answers of all rounds.\n")
 	b.WriteString("- CPU is utime + stime from /proc/<pid>/stat of the server process and of redis-server over the windows, divided by the answers; the servers not under test are stopped (SIGSTOP) meanwhile.\n")
 	b.WriteString("- CPU used by other processes: the machine's busy time (/proc/stat) less the three processes above, as a share of all CPUs over the windows; above a few per cent, other work disturbed the figures.\n")
-	b.WriteString("- Redis commands / answer is the INFO total_commands_processed delta per answer; commands run inside a script count too.\n")
+	b.WriteString("- Redis commands / answer is the INFO total_commands_processed delta per answer; commands run inside a script count too. Socket reads / answer is the total_reads_processed delta per answer: below 1 where calls of several requests arrive in one read (pipelining).\n")
 	b.WriteString("- baseline \"itself\": its odd rounds' answers/s over its even rounds' (1, 3 over 2, 4), the same code measured twice in the same alternation: how far a ratio moves with nothing changed but the machine's drift.\n")
 	for _, r := range rep.Rows {
 		if r.Note != "" && r.Ran() {

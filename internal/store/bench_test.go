@@ -34,11 +34,11 @@ func loadReference(tb testing.TB) (domain.CreateInput, domain.ProgressInput, dom
 }
 
 // benchStore is a store on the test binary's real redis-server, with the default
-// options (and the real clock).
+// options (and the real clock), script calls autopipelined as serve makes them.
 func benchStore(b *testing.B) *store.Store {
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.Redis(b), PoolSize: 64})
 	b.Cleanup(func() { rdb.Close() })
-	s, err := store.New(rdb, store.Options{Prefix: testenv.Isolate(b), Retention: 720 * time.Hour})
+	s, err := store.New(rdb, store.Options{Prefix: testenv.Isolate(b), Retention: 720 * time.Hour, AutoPipeline: true})
 	if err != nil {
 		b.Fatal(err)
 	}
