@@ -1,7 +1,11 @@
 package store_test
 
 import (
+	"bytes"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,16 +20,34 @@ import (
 )
 
 // BenchmarkRedisCost measures what each step of the reference request's life costs
-// Redis itself (INFO commandstats: microseconds inside the script, or inside
-// HGETALL for the yardstick's poll), for asyncstatus and for the yardstick's
-// equivalent, in the same run on a private redis-server. Client and network
-// costs are left out: they are the same for both. The ratio is the figure to
-// compare; absolute microseconds drift with the machine.
+// Redis itself, for asyncstatus and for the yardstick's equivalent, in the same
+// run on a private redis-server. Client and network costs are left out: they are
+// the same for both. The ratio is the figure to compare.
+//
+// By default the meter is INFO commandstats: microseconds inside the script, or
+// inside HGETALL for the yardstick's poll; they drift with the machine:
 //
 //	go test -run XXX -bench BenchmarkRedisCost -benchtime 5000x ./internal/store/
+//
+// With ASYNCSTATUS_BENCH_METER=callgrind the server runs under valgrind's
+// callgrind and the meter is the instructions redis-server executed (in user
+// space, its event loop and reply writing included), the same from run to run
+// whatever else the machine does, so that a change of a few per cent to a
+// script shows (about 50 times slower; needs valgrind):
+//
+//	ASYNCSTATUS_BENCH_METER=callgrind go test -run XXX -bench BenchmarkRedisCost -benchtime 2000x ./internal/store/
 func BenchmarkRedisCost(b *testing.B) {
 	in, prog, done := loadReference(b)
-	rdb := redis.NewClient(&redis.Options{Addr: testenv.StartRedisProcess(b).Addr()})
+	var rdb *redis.Client
+	var spent func(cmd string) float64 // what Redis spent since the last call (in cmd, for commandstats)
+	unit := "redis-µs/op"
+	if os.Getenv("ASYNCSTATUS_BENCH_METER") == "callgrind" {
+		rdb, spent = callgrindRedis(b)
+		unit = "redis-instr/op"
+	} else {
+		rdb = redis.NewClient(&redis.Options{Addr: testenv.StartRedisProcess(b).Addr()})
+		spent = commandstatsMeter(b, rdb)
+	}
 	b.Cleanup(func() { rdb.Close() })
 	s, err := store.New(rdb, store.Options{Prefix: "as", Retention: 720 * time.Hour})
 	if err != nil {
@@ -36,25 +58,6 @@ func BenchmarkRedisCost(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	// usec spent in command cmd since the last call
-	spent := func(cmd string) float64 {
-		v, err := rdb.Info(ctx, "commandstats").Result()
-		if err != nil {
-			b.Fatal(err)
-		}
-		var usec float64
-		for _, l := range strings.Split(v, "\n") {
-			if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "cmdstat_"+cmd+":"); ok {
-				for _, kv := range strings.Split(rest, ",") {
-					if u, ok := strings.CutPrefix(kv, "usec="); ok {
-						usec, _ = strconv.ParseFloat(u, 64)
-					}
-				}
-			}
-		}
-		rdb.ConfigResetStat(ctx)
-		return usec
-	}
 	// The lifecycle moves through the sub-benchmarks in order. The testing package
 	// runs each sub-benchmark more than once (b.N = 1, then the -benchtime count,
 	// -count times): every Create run adds one request more than asked, and each
@@ -62,8 +65,8 @@ func BenchmarkRedisCost(b *testing.B) {
 	// fresh requests.
 	var ids []string
 	report := func(b *testing.B, n int, ours, theirs float64) {
-		b.ReportMetric(ours/float64(n), "redis-µs/op")
-		b.ReportMetric(theirs/float64(n), "baseline-redis-µs/op")
+		b.ReportMetric(ours/float64(n), unit)
+		b.ReportMetric(theirs/float64(n), "baseline-"+unit)
 		b.ReportMetric(ours/theirs, "x-baseline")
 	}
 	bl := func(i int) string { return "bl:{bench}:r:" + strconv.Itoa(i) }
@@ -128,4 +131,67 @@ func BenchmarkRedisCost(b *testing.B) {
 	}, func(i int) error {
 		return yardstick.CompleteScript.Run(ctx, rdb, []string{bl(i)}, "1764410404512", "answer", string(done.Result)).Err()
 	}, "evalsha")
+}
+
+// commandstatsMeter returns the microseconds Redis spent in command cmd since
+// the last call (INFO commandstats, then CONFIG RESETSTAT).
+func commandstatsMeter(b *testing.B, rdb *redis.Client) func(cmd string) float64 {
+	return func(cmd string) float64 {
+		v, err := rdb.Info(ctx, "commandstats").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		var usec float64
+		for _, l := range strings.Split(v, "\n") {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "cmdstat_"+cmd+":"); ok {
+				for _, kv := range strings.Split(rest, ",") {
+					if u, ok := strings.CutPrefix(kv, "usec="); ok {
+						usec, _ = strconv.ParseFloat(u, 64)
+					}
+				}
+			}
+		}
+		rdb.ConfigResetStat(ctx)
+		return usec
+	}
+}
+
+// callgrindRedis starts a private redis-server under callgrind and returns a
+// client and a meter: the instructions the server executed since the last call
+// (callgrind_control dumps the counts collected since the previous dump).
+func callgrindRedis(b *testing.B) (*redis.Client, func(string) float64) {
+	for _, tool := range []string{"valgrind", "callgrind_control"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			b.Fatalf("ASYNCSTATUS_BENCH_METER=callgrind needs %s (apt-get install valgrind): %v", tool, err)
+		}
+	}
+	out := filepath.Join(b.TempDir(), "callgrind.out")
+	p := testenv.StartRedisUnder(b, []string{"valgrind", "--tool=callgrind", "--callgrind-out-file=" + out})
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ReadTimeout: time.Minute, WriteTimeout: time.Minute})
+	pid := strconv.Itoa(p.PID())
+	parts := 0
+	return rdb, func(string) float64 {
+		if msg, err := exec.Command("callgrind_control", "-d", pid).CombinedOutput(); err != nil {
+			b.Fatalf("callgrind_control -d: %v\n%s", err, msg)
+		}
+		parts++
+		// dump N goes to <out>.<N>; its "summary:" line is the instructions since dump N-1
+		f := out + "." + strconv.Itoa(parts)
+		var data []byte
+		for try := 0; try < 100; try++ { // the dump is written by the server asynchronously
+			if d, err := os.ReadFile(f); err == nil && bytes.Contains(d, []byte("\nsummary: ")) {
+				data = d
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		for _, l := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(l, "summary: "); ok {
+				n, _ := strconv.ParseFloat(strings.Fields(v)[0], 64)
+				return n
+			}
+		}
+		b.Fatalf("no callgrind dump %s", f)
+		return 0
+	}
 }

@@ -47,6 +47,10 @@ type server struct {
 	port  int
 	dir   string
 	extra []string
+	// wrap, when set, runs the server under another program (its command
+	// line, to which bin and the arguments are appended): valgrind, say,
+	// which runs it in the same process.
+	wrap []string
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -84,6 +88,9 @@ func (s *server) start(timeout time.Duration) error {
 	}
 	defer logf.Close()
 	cmd := exec.Command(s.bin, s.args()...)
+	if len(s.wrap) > 0 {
+		cmd = exec.Command(s.wrap[0], append(append(s.wrap[1:len(s.wrap):len(s.wrap)], s.bin), s.args()...)...)
+	}
 	cmd.Dir = s.dir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = sysProcAttr()
@@ -193,14 +200,22 @@ func (s *server) portTaken() bool {
 // cluster bus port when bus is set), trying other ports when one turns out
 // to be taken by someone else.
 func startServer(bin, dir string, bus bool, extra []string) (*server, error) {
+	return startWrapped(nil, bin, dir, bus, extra)
+}
+
+func startWrapped(wrap []string, bin, dir string, bus bool, extra []string) (*server, error) {
 	var lastErr error
 	for range startAttempts {
 		port, err := freePort(bus)
 		if err != nil {
 			return nil, err
 		}
-		s := &server{bin: bin, port: port, dir: dir, extra: extra}
-		if lastErr = s.start(startTimeout); lastErr == nil {
+		s := &server{bin: bin, port: port, dir: dir, extra: extra, wrap: wrap}
+		timeout := startTimeout
+		if len(wrap) > 0 {
+			timeout *= 2 // valgrind takes seconds to start one
+		}
+		if lastErr = s.start(timeout); lastErr == nil {
 			return s, nil
 		}
 		if !errors.Is(lastErr, errPortTaken) && !s.portTaken() {
@@ -322,6 +337,31 @@ func StartRedisProcess(tb testing.TB, args ...string) *Process {
 	}
 	tb.Cleanup(s.kill) // runs before the TempDir is removed
 	return &Process{tb: tb, s: s}
+}
+
+// StartRedisUnder is StartRedisProcess with the server run under wrap, a
+// command line that runs its last arguments in the same process (for example
+// valgrind's "valgrind --tool=callgrind --callgrind-out-file=F"), for
+// benchmarks that measure Redis itself.
+func StartRedisUnder(tb testing.TB, wrap []string, args ...string) *Process {
+	tb.Helper()
+	bin, err := findBinary("redis-server")
+	if err != nil {
+		tb.Fatalf("testenv.StartRedisUnder: %v", err)
+	}
+	s, err := startWrapped(wrap, bin, tb.TempDir(), false, append([]string(nil), args...))
+	if err != nil {
+		tb.Fatalf("testenv.StartRedisUnder: %v", err)
+	}
+	tb.Cleanup(s.kill)
+	return &Process{tb: tb, s: s}
+}
+
+// PID is the server process's id.
+func (p *Process) PID() int {
+	p.s.mu.Lock()
+	defer p.s.mu.Unlock()
+	return p.s.cmd.Process.Pid
 }
 
 // Addr returns "127.0.0.1:port"; it stays the same across Restart.
