@@ -25,7 +25,7 @@ type scripts struct {
 }
 
 // readScript is one embedded script with consts (Lua definitions of the
-// configuration, scriptConstants) and the parts of lib.lua it uses prepended.
+// configuration, from luaConstants) and the parts of lib.lua it uses prepended.
 func readScript(name, consts string) (*redis.Script, error) {
 	lib, err := fs.ReadFile(lua.FS, "lib.lua")
 	if err != nil {

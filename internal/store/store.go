@@ -129,14 +129,15 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 	if o.WaitReplicas > 0 && o.WaitTimeout <= 0 {
 		o.WaitTimeout = 500 * time.Millisecond
 	}
-	s := &Store{rdb: rdb, k: keys{prefix: o.Prefix}, opts: o, knownTenant: map[string]bool{}}
-	millis := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 	queued := make(map[string]time.Duration, len(o.QueuedTimeoutByType))
 	for t, d := range o.QueuedTimeoutByType {
 		if d > 0 { // an override of 0 means the default, as it always did
 			queued[t] = d
 		}
 	}
+	o.QueuedTimeoutByType = queued
+	s := &Store{rdb: rdb, k: keys{prefix: o.Prefix}, opts: o, knownTenant: map[string]bool{}}
+	millis := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 	s.retentionByType = encodeByType(o.RetentionByType, millis)
 	var err error
 	if s.sc, err = loadScripts(luaConstants([]luaConst{
@@ -144,7 +145,7 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 		{"SCHEDULE", joinInts(o.Schedule)},
 		{"SCHEDULE_BY_TYPE", encodeByType(o.ScheduleByType, joinInts)},
 		{"QUEUED_TIMEOUT", o.QueuedTimeout.Milliseconds()},
-		{"QUEUED_TIMEOUT_BY_TYPE", encodeByType(queued, millis)},
+		{"QUEUED_TIMEOUT_BY_TYPE", encodeByType(o.QueuedTimeoutByType, millis)},
 		{"PROCESSING_TIMEOUT", o.ProcessingTimeout.Milliseconds()},
 		{"PROCESSING_TIMEOUT_BY_TYPE", encodeByType(o.ProcessingTimeoutByType, millis)},
 		{"RETENTION", o.Retention.Milliseconds()},
@@ -507,7 +508,7 @@ func (s *Store) TimeOutProcessing(ctx context.Context, tenant, id string) (done 
 
 // queuedTimeout is the queued timeout of requests of type typ.
 func (s *Store) queuedTimeout(typ string) time.Duration {
-	if d, ok := s.opts.QueuedTimeoutByType[typ]; ok && d > 0 {
+	if d, ok := s.opts.QueuedTimeoutByType[typ]; ok { // New kept only overrides > 0
 		return d
 	}
 	return s.opts.QueuedTimeout

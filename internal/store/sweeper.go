@@ -166,8 +166,8 @@ func (wk sweepWork) oldest() (float64, bool) {
 	return slices.Min(t), true
 }
 
-// Tick sweeps every registered tenant once: at most Batch due deadlines and Batch
-// due retention entries each. It returns the first error it met. Other tenants are
+// Tick sweeps every registered tenant once: at most Batch due processing
+// deadlines, Batch due queued requests and Batch due retention entries each. It returns the first error it met. Other tenants are
 // still swept after an error of one tenant's, but not once Redis looks down or
 // slow: the tick then ends at once instead of waiting out a timeout per tenant.
 func (w *Sweeper) Tick(ctx context.Context) error {

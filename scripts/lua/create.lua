@@ -13,7 +13,7 @@
 -- ARGV[4] idempotency fingerprint (body digest)
 -- ARGV[5] stale id: an idempotency entry naming this id may be replaced (its record is gone)
 -- ARGV[6] type
--- Constants (scripts.go, scriptConstants): IDEMPOTENCY_TTL (ms), OUTBOX_BOUND (XADD MAXLEN ~).
+-- Constants (store.New, through luaConstants in scripts.go): IDEMPOTENCY_TTL (ms), OUTBOX_BOUND (XADD MAXLEN ~).
 -- A created request emits request.created to the endpoints that asked for it (emit_webhooks).
 -- Returns one string (see poll.lua): "0" created | "2" tenant frozen
 --   "4" idempotency key reused with another body | "5" .. id replay: the key already made request id

@@ -8,7 +8,7 @@
 -- ARGV[2] caller ("" = read without pacing: events, internal reads)
 -- ARGV[3] credential limit  ARGV[4] credential window (ms)   (with KEYS[4])
 -- ARGV[5] tenant limit      ARGV[6] tenant window (ms)       (with KEYS[5])
--- Constants (scripts.go, scriptConstants): EARLY_TOLERANCE (e.g. 0.2), SCHEDULE
+-- Constants (store.New, through luaConstants in scripts.go): EARLY_TOLERANCE (e.g. 0.2), SCHEDULE
 -- (seconds: "1,2,5,10,30"), SCHEDULE_BY_TYPE (";type=1,2,5;" or "").
 -- The reply is one string, "<code>,<n>[,<rl_limit>,<rl_remaining>,<rl_reset_ms>]",
 -- then for code 0 "|" and the record. A string because Redis turns a Lua table

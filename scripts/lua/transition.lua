@@ -25,7 +25,7 @@
 -- ARGV[11] index key prefix ("<prefix>:{<tenant>}:ix:"): the request's index is
 --          "<prefix><status letter>:<type>", named here because only the record
 --          knows the type (same hash tag, so this slot).
--- The configuration comes as constants (scripts.go, scriptConstants):
+-- The configuration comes as constants (store.New, through luaConstants in scripts.go):
 -- QUEUED_TIMEOUT, PROCESSING_TIMEOUT, RETENTION (ms, 0 = forever), each with its
 -- per-type ";t=ms;" string (..._BY_TYPE), IDEMPOTENCY_TTL (ms), OUTBOX_BOUND
 -- (XADD MAXLEN ~) and BUCKET_WIDTH (ms, the retention buckets').
