@@ -1,4 +1,4 @@
-.PHONY: test run bench fmt vet tools
+.PHONY: test run bench bench-redis fmt vet tools
 
 GO ?= go
 
@@ -19,6 +19,13 @@ run:
 
 bench:
 	$(GO) run ./bench/cmd/bench $(BENCHFLAGS)
+
+# Redis's own cost per call, in instructions (callgrind): repeatable on a noisy
+# machine, unlike timings. About 20 s; needs valgrind (installed if missing).
+bench-redis: tools
+	@command -v valgrind >/dev/null 2>&1 || { echo "installing valgrind"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind; }
+	ASYNCSTATUS_BENCH_METER=callgrind $(GO) test -run XXX -bench BenchmarkRedisCost -benchtime 1000x ./internal/store/
 
 fmt:
 	gofmt -w .
