@@ -92,18 +92,28 @@ var libDefinition = regexp.MustCompile(`(?m)^local (?:function )?([A-Za-z_][A-Za
 // luaComment is a Lua line comment (no script has "--" inside a string).
 var luaComment = regexp.MustCompile(`--.*`)
 
+// luaName is a Lua identifier.
+var luaName = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
+
 // libFor returns the paragraphs of lib (blocks between blank lines, each with
 // its comment and its definitions) that body uses, directly or through another
-// included paragraph (comments do not count), in lib's order. Redis runs a script's whole text on every
-// call, so each helper it carries is a closure made again per call: the whole
-// lib cost about 0.4 µs of a 6.5 µs poll (docs/performance.md, item 13). A
-// helper that is left out by mistake fails its script's first call ("attempt
-// to call a nil value"), which every script's tests make.
+// included paragraph (comments do not count), in lib's order. Redis runs a
+// script's whole text on every call, so each helper it carries is a closure
+// made again per call: the whole lib cost about 0.4 µs of a 6.5 µs poll
+// (docs/performance.md, item 13). A helper that is left out by mistake fails
+// its script's first call ("attempt to call a nil value"), which every
+// script's tests make.
 func libFor(lib, body string) string {
 	paras := strings.Split(lib, "\n\n")
 	used := make([]bool, len(paras))
-	// the code included so far, comments left out: a name it mentions is needed
-	text := luaComment.ReplaceAllString(body, "")
+	// the names the code included so far mentions, comments left out
+	names := map[string]bool{}
+	mention := func(code string) {
+		for _, n := range luaName.FindAllString(luaComment.ReplaceAllString(code, ""), -1) {
+			names[n] = true
+		}
+	}
+	mention(body)
 	for changed := true; changed; {
 		changed = false
 		for i, p := range paras {
@@ -111,9 +121,9 @@ func libFor(lib, body string) string {
 				continue
 			}
 			for _, m := range libDefinition.FindAllStringSubmatch(p, -1) {
-				if regexp.MustCompile(`\b` + m[1] + `\b`).MatchString(text) {
+				if names[m[1]] {
 					used[i], changed = true, true
-					text += "\n" + luaComment.ReplaceAllString(p, "")
+					mention(p)
 					break
 				}
 			}
