@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"strconv"
 	"strings"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
@@ -146,8 +145,7 @@ func (s *Store) reapplyRecords(ctx context.Context, tenant string, ids []string,
 	if dry {
 		dryArg = "1"
 	}
-	args := []any{ms(s.now()), strconv.FormatInt(s.opts.Retention.Milliseconds(), 10), s.retentionByType, dryArg,
-		s.opts.RetentionBucket.Milliseconds(), s.k.retentionBucketPrefix(tenant), s.k.indexPrefix(tenant)}
+	args := []any{ms(s.now()), dryArg, s.k.retentionBucketPrefix(tenant), s.k.indexPrefix(tenant)}
 	for _, id := range ids {
 		ca, ok := idMillis(id)
 		if !ok {

@@ -90,9 +90,6 @@ type Store struct {
 	opts Options
 	sc   scripts
 
-	// retentionByType is the per-type retention as reapply.lua takes it (";t=ms;").
-	retentionByType string
-
 	mu          sync.Mutex
 	knownTenant map[string]bool // tenants already added to the registry by this process
 
@@ -138,7 +135,6 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 	o.QueuedTimeoutByType = queued
 	s := &Store{rdb: rdb, k: keys{prefix: o.Prefix}, opts: o, knownTenant: map[string]bool{}}
 	millis := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
-	s.retentionByType = encodeByType(o.RetentionByType, millis)
 	var err error
 	if s.sc, err = loadScripts(luaConstants([]luaConst{
 		{"EARLY_TOLERANCE", o.EarlyTolerance},
@@ -149,7 +145,7 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 		{"PROCESSING_TIMEOUT", o.ProcessingTimeout.Milliseconds()},
 		{"PROCESSING_TIMEOUT_BY_TYPE", encodeByType(o.ProcessingTimeoutByType, millis)},
 		{"RETENTION", o.Retention.Milliseconds()},
-		{"RETENTION_BY_TYPE", s.retentionByType},
+		{"RETENTION_BY_TYPE", encodeByType(o.RetentionByType, millis)},
 		{"BUCKET_WIDTH", o.RetentionBucket.Milliseconds()},
 		{"IDEMPOTENCY_TTL", millis(o.IdempotencyTTL)},
 		{"OUTBOX_BOUND", strconv.Itoa(outboxCap)},

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,7 +90,7 @@ func (s *server) start(timeout time.Duration) error {
 	defer logf.Close()
 	cmd := exec.Command(s.bin, s.args()...)
 	if len(s.wrap) > 0 {
-		cmd = exec.Command(s.wrap[0], append(append(s.wrap[1:len(s.wrap):len(s.wrap)], s.bin), s.args()...)...)
+		cmd = exec.Command(s.wrap[0], append(append(slices.Clone(s.wrap[1:]), s.bin), s.args()...)...)
 	}
 	cmd.Dir = s.dir
 	cmd.Stdout, cmd.Stderr = logf, logf

@@ -7,31 +7,33 @@
 -- expires_at has passed is deleted now with its index entry. Non-terminal and
 -- vanished records are left alone. A dry run only counts.
 -- KEYS[1] retention bucket index   KEYS[1 + i] record i
--- ARGV[1] now (unix ms)   ARGV[2] retention (ms, 0 = forever)
--- ARGV[3] per-type retention ";t=ms;"   ARGV[4] "1" for a dry run, else "0"
--- ARGV[5] retention bucket width (ms)   ARGV[6] retention bucket key prefix
--- ARGV[7] index key prefix (a record's index is "<prefix><status letter>:<type>")
--- ARGV[6 + 2i] record i's id   ARGV[7 + 2i] its created_at (unix ms)
+-- ARGV[1] now (unix ms)   ARGV[2] "1" for a dry run, else "0"
+-- ARGV[3] retention bucket key prefix
+-- ARGV[4] index key prefix (a record's index is "<prefix><status letter>:<type>")
+-- ARGV[3 + 2i] record i's id   ARGV[4 + 2i] its created_at (unix ms), i = 1, 2, ...
+-- Constants (store.New, through luaConstants in scripts.go): RETENTION (ms, 0 =
+-- forever), RETENTION_BY_TYPE (";t=ms;"), BUCKET_WIDTH (ms): the configuration
+-- of the process that runs the command.
 -- Returns {0, updated, deleted, unchanged, skipped}
-local buckets, now, dry = KEYS[1], tonumber(ARGV[1]), ARGV[4] == '1'
-local w = tonumber(ARGV[5])
+local buckets, now, dry = KEYS[1], tonumber(ARGV[1]), ARGV[2] == '1'
+local w = BUCKET_WIDTH
 local updated, deleted, unchanged, skipped = 0, 0, 0, 0
 local i = 1
-while ARGV[6 + 2 * i] do
-  local id, ca = ARGV[6 + 2 * i], tonumber(ARGV[7 + 2 * i])
+while ARGV[3 + 2 * i] do
+  local id, ca = ARGV[3 + 2 * i], tonumber(ARGV[4 + 2 * i])
   local record = KEYS[1 + i]
   local rec = rcall('GET', record)
   local f = rec and rec_split(rec)
   if not f or not terminal(f[1]) or f[7] == '' then
     skipped = skipped + 1
   else
-    local keep = tonumber(per_type(ARGV[3], f[3], ARGV[2]))
+    local keep = tonumber(per_type(RETENTION_BY_TYPE, f[3], RETENTION))
     local newex = ca + tonumber(f[7]) + keep
     if gone(f[4], now) or (keep > 0 and newex <= now) then
       -- already gone for every reader, or gone under the new configuration
       if not dry then
         rcall('DEL', record)
-        rcall('ZREM', ARGV[7] .. f[1] .. ':' .. f[3], id)
+        rcall('ZREM', ARGV[4] .. f[1] .. ':' .. f[3], id)
       end
       deleted = deleted + 1
     elseif keep == 0 then
@@ -53,7 +55,7 @@ while ARGV[6 + 2 * i] do
           f[4] = exs
           rcall('SET', record, rec_join(f), 'PXAT', exs)
           local bend = fmt_ms((math.floor(newex / w) + 1) * w)
-          if rcall('RPUSH', ARGV[6] .. bend, f[1] .. id .. f[3]) == 1 then
+          if rcall('RPUSH', ARGV[3] .. bend, f[1] .. id .. f[3]) == 1 then
             rcall('ZADD', buckets, bend, bend)
           end
         end
