@@ -554,6 +554,36 @@ func TestRetentionForever(t *testing.T) {
 
 // TestPollRateLimit: the poll script counts the read limits on the limiter's own
 // counters, credential first, the tenant only while the credential is allowed.
+// TestPacingFollowsConfig: a type's own schedule and the early tolerance come
+// from the configuration (spec §5), which reaches poll.lua as constants.
+func TestPacingFollowsConfig(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		f := newFixture(t, b, func(o *store.Options) {
+			o.Schedule = []int{3}
+			o.ScheduleByType = map[string][]int{"slow": {10, 60}}
+			o.EarlyTolerance = 0.5
+		})
+		slow, other := f.mustCreate(t, "acme", "slow"), f.mustCreate(t, "acme", "x")
+		if _, ra, err := pollOf(f.s, "acme", other.ID, "key_a"); err != nil || ra != 3 {
+			t.Fatalf("default schedule: %d %v", ra, err)
+		}
+		for _, step := range []struct {
+			wait time.Duration
+			ra   int // 0: too early
+		}{{0, 10}, {4 * time.Second, 0}, {time.Second, 60}, {29 * time.Second, 0}, {time.Second, 60}} {
+			f.clock.Add(step.wait)
+			_, ra, err := pollOf(f.s, "acme", slow.ID, "key_a")
+			if step.ra == 0 {
+				wantCode(t, err, domain.PolledTooEarly)
+				continue
+			}
+			if err != nil || ra != step.ra {
+				t.Fatalf("after %s: %d %v, want %d", step.wait, ra, err, step.ra)
+			}
+		}
+	})
+}
+
 func TestPollRateLimit(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		f := newFixture(t, b, func(o *store.Options) {
