@@ -67,11 +67,11 @@ if caller == '' or terminal(st) then
 end
 
 local state = rcall('HGET', pacing, caller)
-local n = 0
+local n = 1
 if state then
   local a, b = string.find(state, ',', 1, true)
   local c = string.find(state, ',', b + 1, true)
-  n = tonumber(string.sub(state, 1, a - 1))
+  n = tonumber(string.sub(state, 1, a - 1)) + 1
   local at = tonumber(string.sub(state, b + 1, c - 1))
   local ra = tonumber(string.sub(state, c + 1))
   local t = tonumber(now)
@@ -83,13 +83,14 @@ if state then
 end
 
 -- the n-th step of the schedule (the last one past its end)
-n = n + 1
 local sched = SCHEDULE
 if SCHEDULE_BY_TYPE ~= '' then sched = per_type(SCHEDULE_BY_TYPE, typ, sched) end
-local ra, k = nil, 0
-for s in string.gmatch(sched, '%d+') do
-  ra, k = s, k + 1
-  if k == n then break end
+local ra, i = sched, 1
+for _ = 1, n do
+  local e = string.find(sched, ',', i, true)
+  if not e then ra = string.sub(sched, i) break end
+  ra, i = string.sub(sched, i, e - 1), e + 1
 end
+if n == 1 then n = '1' end
 rcall('HSET', pacing, caller, n .. ',' .. now .. ',' .. ra)
 return '0,' .. ra .. rl .. '|' .. rec
