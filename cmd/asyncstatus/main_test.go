@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -270,6 +271,31 @@ func TestConfigCheckMasksSecrets(t *testing.T) {
 	}
 	if strings.Contains(out, "hunter2") || strings.Contains(out, "topsecret") || !strings.Contains(out, "127.0.0.1:6390") {
 		t.Fatalf("config check output leaks or lacks values:\n%s", out)
+	}
+}
+
+// TestServeAppliesMaxProcs: runtime.max_procs sets GOMAXPROCS before serve
+// starts, and the start line says what it runs with.
+func TestServeAppliesMaxProcs(t *testing.T) {
+	prev := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+	runtime.GOMAXPROCS(2)
+	env := map[string]string{"ASYNCSTATUS_RUNTIME_MAX_PROCS": "1", "ASYNCSTATUS_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))}
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"serve"}, envOf(env), &out, &errb) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(errb.String(), "listening") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	got := runtime.GOMAXPROCS(0)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got != 1 || !strings.Contains(errb.String(), `"max_procs":1`) {
+		t.Fatalf("GOMAXPROCS %d, want 1; log:\n%s", got, errb.String())
 	}
 }
 

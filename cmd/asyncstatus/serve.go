@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"time"
 
 	"github.com/asyncstatus/asyncstatus/internal/auth"
@@ -37,6 +38,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	if logFormat != "" {
 		cfg.Log.Format = logFormat
 	}
+	procs := setMaxProcs(cfg.Runtime.MaxProcs)
 	// The access log (one line per request) is buffered: written unbuffered it
 	// costs a write system call per request, about a tenth of a poll's CPU. A
 	// crash loses at most accessLogFlush of access lines (docs/operations.md,
@@ -111,7 +113,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTP.Addr, err)
 	}
-	log.Info("listening", "addr", ln.Addr().String(), "version", version)
+	log.Info("listening", "addr", ln.Addr().String(), "version", version, "max_procs", procs)
 
 	served := make(chan error, 1)
 	go func() { served <- srv.App().Listener(ln) }()
@@ -126,6 +128,20 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// setMaxProcs applies runtime.max_procs (0 keeps Go's choice) and returns the
+// GOMAXPROCS serve runs with. It comes before the Redis clients are made, whose
+// default pool size follows GOMAXPROCS. Why fewer CPUs can serve more: on a
+// machine shared with Redis, a runtime with a P per CPU spends its time waking
+// and parking threads for goroutines that hand work to each other (a request,
+// the autopipeliner, the reply); on one P those hand-offs stay on one thread
+// (docs/performance.md, item 16).
+func setMaxProcs(n int) int {
+	if n > 0 {
+		runtime.GOMAXPROCS(n)
+	}
+	return runtime.GOMAXPROCS(0)
 }
 
 // The access log's buffer: flushed at least every accessLogFlush (what a crash

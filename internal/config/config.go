@@ -20,6 +20,7 @@ type Config struct {
 	Limits      Limits      `yaml:"limits"`
 	Webhooks    Webhooks    `yaml:"webhooks"`
 	Log         Log         `yaml:"log"`
+	Runtime     Runtime     `yaml:"runtime"`
 }
 
 // Redis selects and tunes the store. None of URL, ClusterAddrs and
@@ -169,6 +170,14 @@ type Log struct {
 	Format string `yaml:"format"`
 	// Level: debug, info, warn, error. default: info.
 	Level string `yaml:"level"`
+}
+
+// Runtime tunes the Go runtime of serve.
+type Runtime struct {
+	// MaxProcs caps the CPUs that run the service's code at once (GOMAXPROCS).
+	// 0 leaves Go's choice: every CPU the process may use, a container's CPU
+	// limit and a GOMAXPROCS environment variable included. default: 0.
+	MaxProcs int `yaml:"max_procs"`
 }
 
 // Embedded reports whether no Redis is configured.

@@ -389,6 +389,7 @@ func TestValidateRejects(t *testing.T) {
 		{"shutdown_timeout negative", func(c *Config) { c.HTTP.ShutdownTimeout = -1 }, "http.shutdown_timeout"},
 		{"log.format", func(c *Config) { c.Log.Format = "xml" }, "log.format"},
 		{"log.level", func(c *Config) { c.Log.Level = "trace" }, "log.level"},
+		{"runtime.max_procs negative", func(c *Config) { c.Runtime.MaxProcs = -1 }, "runtime.max_procs"},
 		{"poll_token_secret short", func(c *Config) { c.Auth.PollTokenSecret = strings.Repeat("s", 31) }, "auth.poll_token_secret"},
 		{"key_cache_ttl negative", func(c *Config) { c.Auth.KeyCacheTTL = -time.Second }, "auth.key_cache_ttl"},
 		{"webhooks.timeout 0", func(c *Config) { c.Webhooks.Timeout = 0 }, "webhooks.timeout"},

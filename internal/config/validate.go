@@ -72,6 +72,9 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	if c.Runtime.MaxProcs < 0 {
+		p.add("runtime.max_procs", "must be >= 0 (0: Go's default), got %d", c.Runtime.MaxProcs)
+	}
 	switch c.Log.Format {
 	case "json", "text":
 	default:
