@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -118,6 +119,17 @@ func (r *Row) Foreign() float64 {
 	return max(other, 0) / (r.Elapsed.Seconds() * float64(runtime.NumCPU()))
 }
 
+// Idle is the share of the machine's CPU (all CPUs over the windows) that no
+// process used. In a closed loop it is the sign of time spent waiting rather
+// than working: two servers with the same CPU per answer answer at different
+// rates when one leaves more of the machine idle.
+func (r *Row) Idle() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return max(1-r.CPUMachine/(r.Elapsed.Seconds()*float64(runtime.NumCPU())), 0)
+}
+
 // selfRatio is the row's odd rounds' answers over its even rounds' (rounds 1,
 // 3, ... over 2, 4, ..., as many of each): for the baseline, an A/A ratio of
 // the same code in the same run, which shows the harness's noise.
@@ -174,7 +186,8 @@ func (rep *Report) Markdown() string {
 	fmt.Fprintf(&b, "Machine: %s  \n", rep.Machine)
 	fmt.Fprintf(&b, "Load: %d connections, closed loop (one call in flight each), %d round(s) per server and scenario "+
 		"alternating asyncstatus and baseline, each %s after %s of warm-up; %d preloaded requests polled; "+
-		"run took %s.\n\n", c.Concurrency, c.Rounds, c.Duration, c.Warmup, c.Preload, rep.Finished.Sub(rep.Started).Round(time.Second))
+		"run took %s.  \n", c.Concurrency, c.Rounds, c.Duration, c.Warmup, c.Preload, rep.Finished.Sub(rep.Started).Round(time.Second))
+	fmt.Fprintf(&b, "GOMAXPROCS: asyncstatus %s (runtime.max_procs), baseline %s.\n\n", procsName(c.Procs), procsName(c.BaselineProcs))
 
 	for _, p := range rep.Problems {
 		fmt.Fprintf(&b, "**Problem:** %s\n\n", p)
@@ -246,8 +259,8 @@ func (rep *Report) Markdown() string {
 	}
 
 	b.WriteString("### Details\n\n")
-	b.WriteString("| scenario | server | answers/s by round | p99 ms by round | vs baseline by round pair | Redis commands, socket reads / answer | CPU ms/answer: server, Redis, load generator | CPU used by other processes | other answers |\n")
-	b.WriteString("|---|---|---|---|---|---:|---|---:|---|\n")
+	b.WriteString("| scenario | server | answers/s by round | p99 ms by round | vs baseline by round pair | Redis commands, socket reads / answer | CPU ms/answer: server, Redis, load generator | CPU used by other processes | machine idle | other answers |\n")
+	b.WriteString("|---|---|---|---|---|---:|---|---:|---:|---|\n")
 	for _, r := range rep.Rows {
 		if !r.Ran() {
 			continue
@@ -266,14 +279,15 @@ func (rep *Report) Markdown() string {
 			pairs = append(pairs, fmt.Sprintf("itself: %.2fx", x))
 		}
 		n := float64(max(r.Good, 1))
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.1f, %.2f | %.3f, %.3f, %.3f | %.0f%% | %s |\n", r.Scenario, r.Server,
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.1f, %.2f | %.3f, %.3f, %.3f | %.0f%% | %.0f%% | %s |\n", r.Scenario, r.Server,
 			strings.Join(rates, ", "), strings.Join(p99s, ", "), strings.Join(pairs, ", "), float64(r.RedisCmds)/n, float64(r.RedisReads)/n,
-			1000*r.CPUServer/n, 1000*r.CPURedis/n, 1000*r.CPULoad/n, 100*r.Foreign(), r.otherAnswers())
+			1000*r.CPUServer/n, 1000*r.CPURedis/n, 1000*r.CPULoad/n, 100*r.Foreign(), 100*r.Idle(), r.otherAnswers())
 	}
 	b.WriteString("\n")
 	b.WriteString("- answers/s counts only the answers the scenario expects (poll 200, create 202, complete 200, list 200) that completed inside the measuring windows; p50/p99 are over those answers of all rounds.\n")
 	b.WriteString("- CPU is utime + stime from /proc/<pid>/stat of the server process and of redis-server over the windows, divided by the answers; the servers not under test are stopped (SIGSTOP) meanwhile.\n")
 	b.WriteString("- CPU used by other processes: the machine's busy time (/proc/stat) less the three processes above, as a share of all CPUs over the windows; above a few per cent, other work disturbed the figures.\n")
+	b.WriteString("- machine idle: the share of all CPUs that no process used over the windows (/proc/stat). The load is a closed loop, so CPU left idle is time every call in flight spent waiting (on Redis, on a batch, on a wake-up) rather than work: at equal CPU per answer, the server that leaves more idle answers less.\n")
 	b.WriteString("- Redis commands / answer is the INFO total_commands_processed delta per answer; commands run inside a script count too. Socket reads / answer is the total_reads_processed delta per answer: below 1 where calls of several requests arrive in one read (pipelining).\n")
 	b.WriteString("- baseline \"itself\": its odd rounds' answers/s over its even rounds' (1, 3 over 2, 4), the same code measured twice in the same alternation: how far a ratio moves with nothing changed but the machine's drift.\n")
 	for _, r := range rep.Rows {
@@ -341,4 +355,12 @@ func yesNo(ok bool) string {
 		return "met"
 	}
 	return "**not met**"
+}
+
+// procsName prints a GOMAXPROCS setting of the run; 0 is Go's default.
+func procsName(n int) string {
+	if n <= 0 {
+		return fmt.Sprintf("Go's default (%d)", runtime.NumCPU())
+	}
+	return strconv.Itoa(n)
 }

@@ -85,6 +85,13 @@ type Config struct {
 	// QuietWait, when positive, is how long each round may wait for the machine to
 	// be quiet (other processes under 10% of its CPU over half a second) first.
 	QuietWait time.Duration
+	// Procs is asyncstatus's runtime.max_procs (GOMAXPROCS); 0 leaves Go's
+	// default, every CPU. BaselineProcs is the baseline's GOMAXPROCS, 0 likewise.
+	// The defaults run each server as it does best on a machine it shares with
+	// redis-server and the load generator: asyncstatus on the CPUs those two
+	// leave (half, at least one; DefaultProcs), the baseline on every CPU (on
+	// fewer it answers less: docs/performance.md, item 16).
+	Procs, BaselineProcs int
 	// BuildFlags are passed to go build for both servers (e.g. -race in tests).
 	BuildFlags []string
 	// Reference overrides the embedded reference request (nil: embedded copy).
@@ -103,14 +110,18 @@ type Config struct {
 // seconds (one round's ratio moved by up to 20% with two rounds).
 func DefaultConfig() Config {
 	return Config{Duration: 5 * time.Second, Warmup: time.Second, Rounds: 4, Concurrency: 32,
-		Preload: 100_000, MemN: 10_000, MemWarm: 1_000, RateLimit: true, Profile: true}
+		Preload: 100_000, MemN: 10_000, MemWarm: 1_000, RateLimit: true, Profile: true, Procs: DefaultProcs()}
 }
+
+// DefaultProcs is asyncstatus's GOMAXPROCS in a run: the CPUs that redis-server
+// and the load generator leave, taken as half the machine, at least one.
+func DefaultProcs() int { return max(runtime.NumCPU()/2, 1) }
 
 // QuickConfig is a smoke run of every scenario: seconds, not minutes; its figures
 // mean nothing.
 func QuickConfig() Config {
 	return Config{Duration: 500 * time.Millisecond, Warmup: 200 * time.Millisecond, Rounds: 1, Concurrency: 8,
-		Preload: 15_000, MemN: 300, MemWarm: 50, RateLimit: true}
+		Preload: 15_000, MemN: 300, MemWarm: 50, RateLimit: true, Procs: DefaultProcs()}
 }
 
 // tenants of the run. The polled tenant holds the preloaded requests; creates and
@@ -308,8 +319,12 @@ func (h *harness) start(ctx context.Context) error {
 		return err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
+	var env []string // nil: this process's environment
+	if h.cfg.BaselineProcs > 0 {
+		env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(h.cfg.BaselineProcs))
+	}
 	p, err := startProc("baseline", h.blBin, []string{"-addr", addr, "-redis", "redis://" + h.redis.addr + "/0", "-prefix", "bl"},
-		nil, h.dir, filepath.Join(h.dir, "baseline.log"))
+		env, h.dir, filepath.Join(h.dir, "baseline.log"))
 	if err != nil {
 		return err
 	}
@@ -332,7 +347,7 @@ func (h *harness) startAsyncstatus(ctx context.Context, name string, rateLimit b
 	}
 	env = append(env, "ASYNCSTATUS_REDIS_URL=redis://"+h.redis.addr+"/0", "ASYNCSTATUS_HTTP_ADDR="+addr,
 		"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET="+pollSecret, "ASYNCSTATUS_RATELIMIT_ENABLED="+strconv.FormatBool(rateLimit),
-		"ASYNCSTATUS_WEBHOOKS_SECRET_KEY="+pollSecret,
+		"ASYNCSTATUS_WEBHOOKS_SECRET_KEY="+pollSecret, "ASYNCSTATUS_RUNTIME_MAX_PROCS="+strconv.Itoa(h.cfg.Procs),
 		// One step of 1 s: the poll-token walk comes back to a request every Preload
 		// calls, which on a fast machine is sooner than the default schedule's later
 		// steps (5 s, 10 s, 30 s) allow. Every poll is still paced: the pacing
@@ -354,7 +369,15 @@ func (h *harness) startAsyncstatus(ctx context.Context, name string, rateLimit b
 	s := &server{name: name, addr: addr, p: p, data: data, env: env, lastRate: map[string]float64{}}
 	h.all = append(h.all, s)
 	h.logf("%s on %s (pid %d)", name, addr, p.pid())
-	return s, waitHTTP(ctx, s)
+	if err := waitHTTP(ctx, s); err != nil {
+		return s, err
+	}
+	// serve logs the GOMAXPROCS it runs with: a run must not report one setting
+	// and measure another.
+	if want := fmt.Sprintf(`"max_procs":%d`, h.cfg.Procs); h.cfg.Procs > 0 && p.logHas(want)[want] == "" {
+		return s, fmt.Errorf("%s does not run with GOMAXPROCS %d (runtime.max_procs):\n%s", name, h.cfg.Procs, p.logTail(20))
+	}
+	return s, nil
 }
 
 // waitHTTP waits until the server answers GET /healthz with 200.

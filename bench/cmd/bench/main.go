@@ -29,6 +29,8 @@ func main() {
 	callers := flag.Int("poll-callers", 0, "API keys polling the preloaded tenant (0: enough that no pair repeats)")
 	rateLimit := flag.Bool("ratelimit", def.RateLimit, "also run poll with rate limiting on (limits set high)")
 	profile := flag.Bool("profile", def.Profile, "perf profile of asyncstatus and redis-server under the poll load (needs perf)")
+	procs := flag.Int("procs", def.Procs, "asyncstatus's runtime.max_procs (GOMAXPROCS; 0: Go's default, every CPU)")
+	blProcs := flag.Int("baseline-procs", def.BaselineProcs, "the baseline's GOMAXPROCS (0: Go's default, every CPU)")
 	ref := flag.String("ref", "", "reference request JSON (default: bench/load/reference-request.json, embedded)")
 	quiet := flag.Duration("quiet-wait", 0, "before each round, wait up to this long for other processes to leave the machine idle (shared machines)")
 	only := flag.String("only", "", "comma-separated scenario name prefixes to run (e.g. poll,create); default all")
@@ -58,6 +60,10 @@ func main() {
 			cfg.RateLimit = *rateLimit
 		case "profile":
 			cfg.Profile = *profile
+		case "procs":
+			cfg.Procs = *procs
+		case "baseline-procs":
+			cfg.BaselineProcs = *blProcs
 		}
 	})
 	cfg.PollCallers = *callers
