@@ -132,11 +132,10 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 
 // setMaxProcs applies runtime.max_procs (0 keeps Go's choice) and returns the
 // GOMAXPROCS serve runs with. It comes before the Redis clients are made, whose
-// default pool size follows GOMAXPROCS. Why fewer CPUs can serve more: on a
-// machine shared with Redis, a runtime with a P per CPU spends its time waking
-// and parking threads for goroutines that hand work to each other (a request,
-// the autopipeliner, the reply); on one P those hand-offs stay on one thread
-// (docs/performance.md, item 16).
+// default pool size follows GOMAXPROCS. Fewer CPUs can serve more: on a machine
+// shared with Redis, one P keeps the goroutines that hand a call to each other
+// (a request, the autopipeliner, the reply) on one thread, and the bench
+// machine's CPU per poll fell by a quarter (docs/performance.md, item 16).
 func setMaxProcs(n int) int {
 	if n > 0 {
 		runtime.GOMAXPROCS(n)
