@@ -36,6 +36,13 @@ var keyLine = regexp.MustCompile(`(?m)^(ask_[A-Za-z0-9_-]+)$`)
 // a stop function that cancels it (as SIGTERM does) and returns run's error.
 func serving(t *testing.T, env map[string]string) (string, *syncBuffer, func() error) {
 	t.Helper()
+	base, out, _, stop := startServe(t, env)
+	return base, out, stop
+}
+
+// startServe is serving that also returns serve's log (stderr).
+func startServe(t *testing.T, env map[string]string) (string, *syncBuffer, *syncBuffer, func() error) {
+	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	env["ASYNCSTATUS_HTTP_ADDR"] = addr
 	ctx, cancel := context.WithCancel(context.Background())
@@ -75,7 +82,7 @@ func serving(t *testing.T, env map[string]string) (string, *syncBuffer, func() e
 		}
 	}
 	t.Cleanup(func() { _ = stop() })
-	return base, out, stop
+	return base, out, errb, stop
 }
 
 func do(t *testing.T, method, url, key, body string) (int, map[string]any, http.Header) {
@@ -280,18 +287,9 @@ func TestServeAppliesMaxProcs(t *testing.T) {
 	prev := runtime.GOMAXPROCS(0)
 	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
 	runtime.GOMAXPROCS(2)
-	env := map[string]string{"ASYNCSTATUS_RUNTIME_MAX_PROCS": "1", "ASYNCSTATUS_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))}
-	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb syncBuffer
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"serve"}, envOf(env), &out, &errb) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(errb.String(), "listening") && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	_, _, errb, stop := startServe(t, map[string]string{"ASYNCSTATUS_RUNTIME_MAX_PROCS": "1"})
 	got := runtime.GOMAXPROCS(0)
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	if got != 1 || !strings.Contains(errb.String(), `"max_procs":1`) {
@@ -307,18 +305,8 @@ func TestWarnsUnlessNoeviction(t *testing.T) {
 		r := testenv.StartRedisProcess(t, "--maxmemory-policy", c.policy)
 		env := map[string]string{"ASYNCSTATUS_REDIS_URL": "redis://" + r.Addr() + "/0",
 			"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET": strings.Repeat("s", 32), "ASYNCSTATUS_WEBHOOKS_SECRET_KEY": strings.Repeat("w", 32)}
-		addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-		env["ASYNCSTATUS_HTTP_ADDR"] = addr
-		ctx, cancel := context.WithCancel(context.Background())
-		var out, errb syncBuffer
-		done := make(chan error, 1)
-		go func() { done <- run(ctx, []string{"serve"}, envOf(env), &out, &errb) }()
-		deadline := time.Now().Add(10 * time.Second)
-		for !strings.Contains(errb.String(), "listening") && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		cancel()
-		if err := <-done; err != nil {
+		_, _, errb, stop := startServe(t, env)
+		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
 		if got := strings.Contains(errb.String(), "maxmemory-policy IS NOT noeviction"); got != c.warns {
