@@ -198,7 +198,12 @@ func startService(t *testing.T, env map[string]string) *service {
 			}
 		}
 		if t.Failed() {
-			t.Logf("service log (last 60 lines):\n%s", tail(s.stderr.String(), 60))
+			log := s.stderr.String()
+			// a race report sits where the race happened, usually far above the tail
+			if i := strings.Index(log, "WARNING: DATA RACE"); i >= 0 {
+				t.Logf("service log, from its first race report (200 lines):\n%s", head(log[i:], 200))
+			}
+			t.Logf("service log (last 60 lines):\n%s", tail(log, 60))
 		}
 	})
 	deadline := time.Now().Add(20 * time.Second)
@@ -265,6 +270,12 @@ func (s *service) cpuTime() (time.Duration, bool) {
 		return 0, false
 	}
 	return time.Duration(ut+st) * 10 * time.Millisecond, true
+}
+
+// head is the first n lines of s.
+func head(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	return strings.Join(lines[:min(len(lines), n)], "\n")
 }
 
 func tail(s string, n int) string {
