@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -246,5 +247,76 @@ func TestHungRedisWriteOutcomeUnknown(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 			}
 		})
+	}
+}
+
+// TestAbandonedCallsKeepTheirArguments: a call whose caller stopped waiting (the op
+// timeout, on a hung Redis) may still be written later by the autopipeliner, once
+// a batch permit frees. Its arguments must then be what the caller passed, even if
+// the caller's memory was reused meanwhile: the HTTP layer's strings (the id of
+// the path) point into request buffers that Fiber reuses for the next request.
+// The fault tests' race detector caught the autopipeliner reading such a buffer
+// while Fiber rewrote it; here the id is a string over a buffer the test rewrites.
+func TestAbandonedCallsKeepTheirArguments(t *testing.T) {
+	p := testenv.StartRedisProcess(t)
+	// Batches wait for Redis's reply up to ReadTimeout, holding their permits.
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), DisableIdentity: true, ReadTimeout: 10 * time.Second,
+		ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	prefix := testenv.Isolate(t)
+	s, err := store.New(rdb, store.Options{Prefix: prefix, OpTimeout: 100 * time.Millisecond, AutoPipeline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, _, err := createWithKey(s, "acme", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _, err := createWithKey(s, "acme", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Redis must know the transition script already: an abandoned EVALSHA that
+	// meets NOSCRIPT has no caller left to send the EVAL.
+	warm, _, err := createWithKey(s, "acme", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.MarkProcessing(ctx, tp("acme", warm.ID), domain.ProgressInput{}); err != nil {
+		t.Fatal(err)
+	}
+	p.Pause()
+	defer p.Resume()
+	// Eight reads, one after the other: each is sent alone and its batch holds one
+	// of the eight permits until Redis answers.
+	for range 8 {
+		if _, _, err := pollOf(s, "acme", mine.ID, ""); domain.ErrorCode(err) != domain.BackendUnavailable {
+			t.Fatalf("read on a hung Redis: %v", err)
+		}
+	}
+	buf := []byte(mine.ID)
+	id := unsafe.String(&buf[0], len(buf))
+	_, err = s.MarkProcessing(ctx, tp("acme", id), domain.ProgressInput{})
+	wantUnknownOutcome(t, "processing on a hung Redis", err)
+	copy(buf, other.ID) // the caller's buffer serves the next request
+	p.Resume()
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, _, err := pollOf(s, "acme", mine.ID, "")
+		if err == nil && got.Status == domain.StatusProcessing {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the abandoned transition was never applied: %+v %v", got, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ix := prefix + ":{acme}:ix:"
+	if !zscore(t, rdb, ix+"p:export", mine.ID) || zscore(t, rdb, ix+"q:export", mine.ID) {
+		t.Error("the processing request is not in the processing index alone")
+	}
+	if zscore(t, rdb, ix+"p:export", other.ID) || !zscore(t, rdb, ix+"q:export", other.ID) {
+		t.Error("the transition moved another request's index entry: it ran with the rewritten id")
 	}
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -280,7 +281,21 @@ func (s *Store) eval(ctx context.Context, sc *redis.Script, keys []string, args 
 	for _, k := range keys {
 		a = append(a, k)
 	}
-	cmd := redis.NewCmd(ctx, append(a, args...)...)
+	// An abandoned call may be written after its caller has returned, so its
+	// arguments must not alias the caller's memory: the HTTP layer's strings (a
+	// path's id, a header's key) point into request buffers that Fiber reuses
+	// for the next request. Keys are built here by concatenation, so they are
+	// the store's own already.
+	for _, v := range args {
+		switch x := v.(type) {
+		case string:
+			v = strings.Clone(x)
+		case []byte:
+			v = bytes.Clone(x)
+		}
+		a = append(a, v)
+	}
+	cmd := redis.NewCmd(ctx, a...)
 	if err := s.ap.Submit(ctx, cmd).WaitContext(ctx); err != nil {
 		if redis.HasErrorPrefix(err, "NOSCRIPT") {
 			return sc.Eval(ctx, s.rdb, keys, args...).Result()
