@@ -235,17 +235,7 @@ func TestHungRedisWriteOutcomeUnknown(t *testing.T) {
 			}
 			// and the store recovers by itself once Redis answers again
 			p.Resume()
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				got, _, err := pollOf(s, "acme", r.ID, "")
-				if err == nil && got.ID == r.ID {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("no recovery after Redis came back: %v", err)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+			pollUntil(t, s, r.ID, "no recovery after Redis came back", func(got *domain.Request) bool { return got.ID == r.ID })
 		})
 	}
 }
@@ -301,22 +291,30 @@ func TestAbandonedCallsKeepTheirArguments(t *testing.T) {
 	copy(buf, other.ID) // the caller's buffer serves the next request
 	p.Resume()
 
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got, _, err := pollOf(s, "acme", mine.ID, "")
-		if err == nil && got.Status == domain.StatusProcessing {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the abandoned transition was never applied: %+v %v", got, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	pollUntil(t, s, mine.ID, "the abandoned transition was never applied", func(got *domain.Request) bool {
+		return got.Status == domain.StatusProcessing
+	})
 	ix := prefix + ":{acme}:ix:"
 	if !zscore(t, rdb, ix+"p:export", mine.ID) || zscore(t, rdb, ix+"q:export", mine.ID) {
 		t.Error("the processing request is not in the processing index alone")
 	}
 	if zscore(t, rdb, ix+"p:export", other.ID) || !zscore(t, rdb, ix+"q:export", other.ID) {
 		t.Error("the transition moved another request's index entry: it ran with the rewritten id")
+	}
+}
+
+// pollUntil reads request id of tenant acme until ok says yes, for up to 10 s.
+func pollUntil(t *testing.T, s *store.Store, id, what string, ok func(*domain.Request) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, _, err := pollOf(s, "acme", id, "")
+		if err == nil && ok(got) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %+v %v", what, got, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
