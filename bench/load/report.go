@@ -187,7 +187,7 @@ func (rep *Report) Markdown() string {
 	fmt.Fprintf(&b, "Load: %d connections, closed loop (one call in flight each), %d round(s) per server and scenario "+
 		"alternating asyncstatus and baseline, each %s after %s of warm-up; %d preloaded requests polled; "+
 		"run took %s.  \n", c.Concurrency, c.Rounds, c.Duration, c.Warmup, c.Preload, rep.Finished.Sub(rep.Started).Round(time.Second))
-	fmt.Fprintf(&b, "GOMAXPROCS: asyncstatus %s (runtime.max_procs), baseline %s.\n\n", procsName(c.Procs), procsName(c.BaselineProcs))
+	fmt.Fprintf(&b, "GOMAXPROCS (asyncstatus's through runtime.max_procs): asyncstatus %s, baseline %s.\n\n", procsName(c.Procs), procsName(c.BaselineProcs))
 
 	for _, p := range rep.Problems {
 		fmt.Fprintf(&b, "**Problem:** %s\n\n", p)

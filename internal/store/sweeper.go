@@ -167,9 +167,10 @@ func (wk sweepWork) oldest() (float64, bool) {
 }
 
 // Tick sweeps every registered tenant once: at most Batch due processing
-// deadlines, Batch due queued requests and Batch due retention entries each. It returns the first error it met. Other tenants are
-// still swept after an error of one tenant's, but not once Redis looks down or
-// slow: the tick then ends at once instead of waiting out a timeout per tenant.
+// deadlines, Batch due queued requests and Batch due retention entries each. It
+// returns the first error it met. Other tenants are still swept after an error
+// of one tenant's, but not once Redis looks down or slow: the tick then ends at
+// once instead of waiting out a timeout per tenant.
 func (w *Sweeper) Tick(ctx context.Context) error {
 	start := time.Now()
 	now := w.s.now()

@@ -91,6 +91,6 @@ for _ = 1, n do
   if not e then ra = string.sub(sched, i) break end
   ra, i = string.sub(sched, i, e - 1), e + 1
 end
-if n == 1 then n = '1' end
+if n == 1 then n = '1' end -- a caller's first poll: no number to print (Lua prints numbers through sprintf)
 rcall('HSET', pacing, caller, n .. ',' .. now .. ',' .. ra)
 return '0,' .. ra .. rl .. '|' .. rec
