@@ -3,12 +3,15 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/recover"
+	"github.com/valyala/fasthttp"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/metrics"
@@ -140,11 +143,36 @@ func New(reqs Requests, auth Authenticator, limit RateLimiter, opts Options, log
 		StrictRouting:             false,
 		CaseSensitive:             true,
 	})
+	quietOnReadFailure(s.app.Server())
 	s.app.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: func(c *fiber.Ctx, e any) {
 		s.log.Error("panic", "panic", e, "path", c.Path())
 	}}))
 	s.routes()
 	return s
+}
+
+// quietOnReadFailure makes a connection whose reading failed at the socket
+// (http.read_timeout ran out, or the peer reset it) close without an answer.
+// fasthttp otherwise answers even a connection that never sent a byte: a
+// client that connected ahead of need and sat out read_timeout gets an
+// unsolicited 400, which it can take for the answer to the request it sends
+// just then. net/http does the same ("don't reply") when reading a request's
+// headers times out, started or not. We go further and close quietly on a
+// stalled body too, because fasthttp resets a half-read request before this
+// handler runs, so a stalled body cannot be told from silence here.
+// A request that arrived but cannot be parsed still gets its 400.
+func quietOnReadFailure(fs *fasthttp.Server) {
+	answer := fs.ErrorHandler
+	fs.ErrorHandler = func(ctx *fasthttp.RequestCtx, err error) {
+		if ne := net.Error(nil); errors.As(err, &ne) {
+			// fasthttp still writes its (empty) error answer after this
+			// handler returns; on the closed connection that write fails,
+			// unseen.
+			_ = ctx.Conn().Close()
+			return
+		}
+		answer(ctx, err)
+	}
 }
 
 // App is the Fiber app (for Listen, Shutdown and app.Test).
