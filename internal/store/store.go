@@ -92,6 +92,7 @@ type Store struct {
 
 	mu          sync.Mutex
 	knownTenant map[string]bool // tenants already added to the registry by this process
+	slotKeys    map[int]string  // a key in each cluster slot Ready has asked about (ready.go)
 
 	outboxHook outboxHook // tells an in-process webhook dispatcher about writes (webhooks.go)
 }
@@ -593,33 +594,6 @@ func (s *Store) Frozen(ctx context.Context, tenant string) (bool, error) {
 		return false, backend("read tenant "+tenant, err)
 	}
 	return v == "1", nil
-}
-
-// Ready checks that Redis answers and has the scripts, loading them if it lost them
-// (a restart empties the script cache).
-func (s *Store) Ready(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
-	defer cancel()
-	if err := s.rdb.Ping(ctx).Err(); err != nil {
-		return backend("ping", err)
-	}
-	all := s.sc.all()
-	hashes := make([]string, len(all))
-	for i, sc := range all {
-		hashes[i] = sc.Hash()
-	}
-	ok, err := s.rdb.ScriptExists(ctx, hashes...).Result()
-	if err != nil {
-		return backend("script exists", err)
-	}
-	for i, exists := range ok {
-		if !exists {
-			if err := all[i].Load(ctx, s.rdb).Err(); err != nil {
-				return backend("script load", err)
-			}
-		}
-	}
-	return nil
 }
 
 // MaxmemoryPolicy reads Redis's eviction policy ("" when Redis has no CONFIG, as
