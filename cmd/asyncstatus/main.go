@@ -44,6 +44,7 @@ const usage = `usage:
   asyncstatus keys revoke KEY_ID
   asyncstatus tenants freeze T | unfreeze T
   asyncstatus retention reapply [--tenant T] [--dry-run]
+  asyncstatus webhooks reseal [--tenant T] [--dry-run]
   asyncstatus config check [--config FILE]
   asyncstatus version
 Every command takes --config FILE and ASYNCSTATUS_* environment overrides.`
@@ -62,6 +63,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return cmdTenants(ctx, rest, getenv, stdout, stderr)
 	case "retention":
 		return cmdRetention(ctx, rest, getenv, stdout, stderr)
+	case "webhooks":
+		return cmdWebhooks(ctx, rest, getenv, stdout, stderr)
 	case "config":
 		return cmdConfig(ctx, rest, getenv, stdout)
 	case "version":

@@ -162,6 +162,10 @@ type Webhooks struct {
 	// bytes) by serve when Redis is configured and webhooks are enabled; the
 	// embedded store uses a random one per process when empty.
 	SecretKey string `yaml:"secret_key"`
+	// PreviousSecretKeys are earlier values of SecretKey, for rotation: secrets
+	// sealed under one of them still open, and `asyncstatus webhooks reseal`
+	// seals them again under SecretKey. Secret. default: none.
+	PreviousSecretKeys []string `yaml:"previous_secret_keys"`
 }
 
 // Log output.

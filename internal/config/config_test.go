@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -540,13 +541,16 @@ func TestTimeoutsFor(t *testing.T) {
 }
 
 func TestMasked(t *testing.T) {
-	secrets := []string{"redispw-AAA", "nodepw-BBB", "polltoken-CCC-0123456789abcdef0123", "webhookkey-DDD"}
+	secrets := []string{"redispw-AAA", "nodepw-BBB", "polltoken-CCC-0123456789abcdef0123", "webhookkey-DDD", "oldkey-EEE", "olderkey-FFF"}
 	c := Defaults()
 	c.Redis.URL = "redis://admin:" + secrets[0] + "@redis.example.com:6379/0?password=" + secrets[0]
 	c.Redis.Password = secrets[1]
 	c.Auth.PollTokenSecret = secrets[2]
 	c.Webhooks.SecretKey = secrets[3]
+	c.Webhooks.PreviousSecretKeys = []string{secrets[4], secrets[5]}
 	orig := c
+	// Its own copy: masking in place would change a shared slice unseen.
+	orig.Webhooks.PreviousSecretKeys = slices.Clone(c.Webhooks.PreviousSecretKeys)
 
 	m := c.Masked()
 	if !reflect.DeepEqual(c, orig) {
@@ -564,13 +568,15 @@ func TestMasked(t *testing.T) {
 	if want := "redis://admin:***@redis.example.com:6379/0?password=***"; m.Redis.URL != want {
 		t.Errorf("redis.url = %q, want %q", m.Redis.URL, want)
 	}
-	if m.Redis.Password != "***" || m.Auth.PollTokenSecret != "***" || m.Webhooks.SecretKey != "***" {
+	if m.Redis.Password != "***" || m.Auth.PollTokenSecret != "***" || m.Webhooks.SecretKey != "***" ||
+		!slices.Equal(m.Webhooks.PreviousSecretKeys, []string{"***", "***"}) {
 		t.Errorf("secrets not masked: %+v %+v %+v", m.Redis, m.Auth, m.Webhooks)
 	}
 
 	// Every other key is left alone.
 	m.Redis.URL, m.Redis.Password = orig.Redis.URL, orig.Redis.Password
 	m.Auth.PollTokenSecret, m.Webhooks.SecretKey = orig.Auth.PollTokenSecret, orig.Webhooks.SecretKey
+	m.Webhooks.PreviousSecretKeys = orig.Webhooks.PreviousSecretKeys
 	if !reflect.DeepEqual(m, orig) {
 		t.Errorf("Masked changed more than the secrets")
 	}

@@ -24,12 +24,18 @@ const (
 // Masked returns a copy of c fit for printing and logging: every secret that
 // is set is replaced by "***" (for redis.url only the password part, so the
 // host stays visible). Unset secrets stay empty, which shows they are unset.
-// The copy shares slices and maps with c; neither holds a secret.
+// The copy shares slices and maps with c, except the one that holds secrets.
 func (c Config) Masked() Config {
 	c.Redis.URL = maskURL(c.Redis.URL)
 	c.Redis.Password = maskString(c.Redis.Password)
 	c.Auth.PollTokenSecret = maskString(c.Auth.PollTokenSecret)
 	c.Webhooks.SecretKey = maskString(c.Webhooks.SecretKey)
+	if ks := c.Webhooks.PreviousSecretKeys; len(ks) > 0 {
+		c.Webhooks.PreviousSecretKeys = make([]string, len(ks))
+		for i, k := range ks {
+			c.Webhooks.PreviousSecretKeys[i] = maskString(k)
+		}
+	}
 	return c
 }
 

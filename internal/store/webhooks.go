@@ -74,7 +74,7 @@ func (s *Store) OnOutbox(f func(tenant string)) {
 // webhookScripts are the webhook scripts, with their lib.lua helpers like the others.
 // They are not in scripts.all(): Script.Run falls back to EVAL when Redis lost
 // them, and none of them runs in a pipeline.
-type webhookScripts struct{ register, remove, claim, settle, prune *redis.Script }
+type webhookScripts struct{ register, remove, claim, settle, prune, reseal *redis.Script }
 
 var loadWebhookScripts = sync.OnceValues(func() (webhookScripts, error) {
 	var w webhookScripts
@@ -83,7 +83,7 @@ var loadWebhookScripts = sync.OnceValues(func() (webhookScripts, error) {
 		dst  **redis.Script
 		name string
 	}{{&w.register, "webhook_register.lua"}, {&w.remove, "webhook_delete.lua"}, {&w.claim, "webhook_claim.lua"},
-		{&w.settle, "webhook_settle.lua"}, {&w.prune, "webhook_prune.lua"}} {
+		{&w.settle, "webhook_settle.lua"}, {&w.prune, "webhook_prune.lua"}, {&w.reseal, "webhook_reseal.lua"}} {
 		if *x.dst, err = readScript(x.name, ""); err != nil {
 			return webhookScripts{}, err
 		}
@@ -199,6 +199,19 @@ func (s *Store) Webhook(ctx context.Context, tenant, id string) (*domain.Webhook
 		return nil, errWebhookNotFound()
 	}
 	return w, nil
+}
+
+// ReplaceWebhookSecret stores resealed as the sealed secret of tenant's endpoint
+// id if it still holds sealed, the form it was read with (webhooks reseal). It
+// reports false, and changes nothing, when the endpoint is gone or holds
+// another secret.
+func (s *Store) ReplaceWebhookSecret(ctx context.Context, tenant, id, sealed, resealed string) (bool, error) {
+	r, err := s.runWebhook(ctx, "webhook_reseal", func(w webhookScripts) *redis.Script { return w.reseal },
+		[]string{s.k.webhook(tenant, id)}, sealed, resealed)
+	if err != nil {
+		return false, backend("reseal webhook secret", err)
+	}
+	return r.code == codeOK, nil
 }
 
 func errWebhookNotFound() error {

@@ -182,6 +182,50 @@ func TestWebhookEndpoints(t *testing.T) {
 	})
 }
 
+// TestReplaceWebhookSecret: the sealed secret is replaced only while the
+// endpoint still holds the form it was read with; an endpoint deleted meanwhile
+// is not brought back, and another tenant's endpoint of the same id is not
+// touched.
+func TestReplaceWebhookSecret(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		f := newFixture(t, b, nil)
+		f.mustSaveWebhook(t, "acme", "ep_a", domain.DefaultWebhookEvents...)
+		f.mustSaveWebhook(t, "globex", "ep_a", domain.DefaultWebhookEvents...)
+		sealed := func(tenant string) string {
+			t.Helper()
+			w, err := f.s.Webhook(ctx, tenant, "ep_a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return w.SealedSecret
+		}
+		if ok, err := f.s.ReplaceWebhookSecret(ctx, "acme", "ep_a", "v1.not-what-it-holds", "v1.x"); err != nil || ok {
+			t.Fatalf("replace of another sealed form: %v %v", ok, err)
+		}
+		if ok, err := f.s.ReplaceWebhookSecret(ctx, "acme", "ep_a", "v1.sealed-ep_a", "v1.resealed"); err != nil || !ok {
+			t.Fatalf("replace: %v %v", ok, err)
+		}
+		if got := sealed("acme"); got != "v1.resealed" {
+			t.Fatalf("acme's secret %q after the replace", got)
+		}
+		if got := sealed("globex"); got != "v1.sealed-ep_a" {
+			t.Fatalf("globex's secret %q after acme's replace", got)
+		}
+		if w, _ := f.s.Webhook(ctx, "acme", "ep_a"); w.URL != "https://partner.example/ep_a" || len(w.Events) != len(domain.DefaultWebhookEvents) {
+			t.Fatalf("the replace changed more than the secret: %+v", w)
+		}
+		if err := f.s.DeleteWebhook(ctx, "globex", "ep_a"); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := f.s.ReplaceWebhookSecret(ctx, "globex", "ep_a", "v1.sealed-ep_a", "v1.resealed"); err != nil || ok {
+			t.Fatalf("replace on a deleted endpoint: %v %v", ok, err)
+		}
+		if n, err := f.rdb.Exists(ctx, f.prefix+":{globex}:wh:ep_a").Result(); err != nil || n != 0 {
+			t.Fatalf("the deleted endpoint's hash is back: %d %v", n, err)
+		}
+	})
+}
+
 // TestClaimStaleWalksThePendingList: a dead consumer's message behind many
 // messages still in delivery elsewhere is found, though XAUTOCLAIM looks at no
 // more than 10 x COUNT pending entries a call.

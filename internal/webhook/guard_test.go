@@ -195,3 +195,51 @@ func TestSealer(t *testing.T) {
 		t.Fatal("a sealed secret opened under another key")
 	}
 }
+
+// TestSealerRotation: after webhooks.secret_key changes with the old key kept in
+// webhooks.previous_secret_keys, old secrets still open; Reseal moves them to
+// the new key (and leaves secrets already under it as they are), after which
+// the old key can go.
+func TestSealerRotation(t *testing.T) {
+	oldKey, newKey := []byte("the old key, the old key, the old"), []byte("the new key, the new key, the new")
+	before, _ := webhook.NewSealer(oldKey)
+	secret, _ := webhook.NewSecret()
+	sealed, err := before.Seal("acme", "ep_1", secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	rotating, err := webhook.NewSealer(newKey, []byte("an unrelated key, an unrelated ke"), oldKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := rotating.Open("acme", "ep_1", sealed); err != nil || got != secret {
+		t.Fatalf("open under a previous key: %q %v", got, err)
+	}
+	if _, err := rotating.Open("globex", "ep_1", sealed); err == nil {
+		t.Fatal("a previous key opened another tenant's secret")
+	}
+	resealed, changed, err := rotating.Reseal("acme", "ep_1", sealed)
+	if err != nil || !changed || resealed == sealed {
+		t.Fatalf("reseal: changed %v, same %v, %v", changed, resealed == sealed, err)
+	}
+	after, _ := webhook.NewSealer(newKey)
+	if got, err := after.Open("acme", "ep_1", resealed); err != nil || got != secret {
+		t.Fatalf("the resealed secret under the new key alone: %q %v", got, err)
+	}
+	if _, err := before.Open("acme", "ep_1", resealed); err == nil {
+		t.Fatal("the resealed secret still opens under the old key")
+	}
+	if again, changed, err := rotating.Reseal("acme", "ep_1", resealed); err != nil || changed || again != resealed {
+		t.Fatalf("reseal of a current secret: changed %v, same %v, %v", changed, again == resealed, err)
+	}
+	if _, err := after.Open("acme", "ep_1", sealed); err == nil {
+		t.Fatal("the old sealed form opened without the old key")
+	}
+	if _, _, err := after.Reseal("acme", "ep_1", sealed); err == nil {
+		t.Fatal("reseal without the key that sealed it did not fail")
+	}
+	if _, err := webhook.NewSealer(newKey, nil); err == nil {
+		t.Fatal("an empty previous key was accepted")
+	}
+}

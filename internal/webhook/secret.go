@@ -54,14 +54,29 @@ func Sign(key []byte, id string, timestamp int64, body []byte) string {
 // Sealer encrypts endpoint secrets at rest with AES-256-GCM under a key derived
 // (HKDF-SHA256) from webhooks.secret_key. The endpoint's tenant and id are the
 // additional data, so a sealed secret copied to another endpoint does not open.
-type Sealer struct{ aead cipher.AEAD }
+// For rotation it also holds keys derived from webhooks.previous_secret_keys:
+// secrets sealed under one of them still open, and Reseal moves them to the
+// current key.
+type Sealer struct{ aeads []cipher.AEAD } // [0] seals; each opens
 
 // sealedPrefix versions the sealed form, to allow another scheme later.
 const sealedPrefix = "v1."
 
-// NewSealer derives the encryption key from key (any length; at least 32
-// random bytes recommended).
-func NewSealer(key []byte) (*Sealer, error) {
+// NewSealer derives the encryption key from key and an opening key from each of
+// previous (any length; at least 32 random bytes recommended).
+func NewSealer(key []byte, previous ...[]byte) (*Sealer, error) {
+	s := &Sealer{}
+	for _, k := range append([][]byte{key}, previous...) {
+		aead, err := newAEAD(k)
+		if err != nil {
+			return nil, err
+		}
+		s.aeads = append(s.aeads, aead)
+	}
+	return s, nil
+}
+
+func newAEAD(key []byte) (cipher.AEAD, error) {
 	if len(key) == 0 {
 		return nil, errors.New("webhook secret key is empty")
 	}
@@ -73,11 +88,7 @@ func NewSealer(key []byte) (*Sealer, error) {
 	if err != nil {
 		return nil, err
 	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	return &Sealer{aead: aead}, nil
+	return cipher.NewGCM(block)
 }
 
 // RandomSealer makes a sealer under a random key: for the embedded store, whose
@@ -92,26 +103,47 @@ func RandomSealer() (*Sealer, error) {
 
 func sealAD(tenant, id string) []byte { return []byte(tenant + "\x00" + id) }
 
-// Seal encrypts an endpoint's secret.
+// Seal encrypts an endpoint's secret under the current key.
 func (s *Sealer) Seal(tenant, id, secret string) (string, error) {
-	nonce := make([]byte, s.aead.NonceSize())
+	aead := s.aeads[0]
+	nonce := make([]byte, aead.NonceSize())
 	if _, err := rand.Read(nonce); err != nil {
 		return "", err
 	}
-	out := s.aead.Seal(nonce, nonce, []byte(secret), sealAD(tenant, id))
+	out := aead.Seal(nonce, nonce, []byte(secret), sealAD(tenant, id))
 	return sealedPrefix + base64.RawStdEncoding.EncodeToString(out), nil
 }
 
-// Open decrypts a sealed secret; it fails when webhooks.secret_key changed.
+// Open decrypts a sealed secret under any key the sealer holds; it fails when
+// none of them sealed it (webhooks.secret_key changed without keeping the old one
+// in webhooks.previous_secret_keys).
 func (s *Sealer) Open(tenant, id, sealed string) (string, error) {
+	plain, _, err := s.open(tenant, id, sealed)
+	return plain, err
+}
+
+// Reseal returns sealed under the current key, and whether that changed it: a
+// secret already sealed under the current key is returned as it is.
+func (s *Sealer) Reseal(tenant, id, sealed string) (string, bool, error) {
+	plain, by, err := s.open(tenant, id, sealed)
+	if err != nil || by == 0 {
+		return sealed, false, err
+	}
+	again, err := s.Seal(tenant, id, plain)
+	return again, err == nil, err
+}
+
+// open decrypts sealed and tells which key did (0: the current one).
+func (s *Sealer) open(tenant, id, sealed string) (string, int, error) {
 	b, err := base64.RawStdEncoding.DecodeString(strings.TrimPrefix(sealed, sealedPrefix))
-	if err != nil || !strings.HasPrefix(sealed, sealedPrefix) || len(b) < s.aead.NonceSize() {
-		return "", errors.New("sealed webhook secret is malformed")
+	n := s.aeads[0].NonceSize() // the same for every key: GCM's standard nonce
+	if err != nil || !strings.HasPrefix(sealed, sealedPrefix) || len(b) < n {
+		return "", 0, errors.New("sealed webhook secret is malformed")
 	}
-	n := s.aead.NonceSize()
-	plain, err := s.aead.Open(nil, b[:n], b[n:], sealAD(tenant, id))
-	if err != nil {
-		return "", errors.New("webhook secret does not decrypt: was webhooks.secret_key changed?")
+	for i, aead := range s.aeads {
+		if plain, err := aead.Open(nil, b[:n], b[n:], sealAD(tenant, id)); err == nil {
+			return string(plain), i, nil
+		}
 	}
-	return string(plain), nil
+	return "", 0, errors.New("webhook secret does not decrypt under webhooks.secret_key or any of webhooks.previous_secret_keys: was the key changed without keeping the old one?")
 }
