@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
 	"time"
 
-	"github.com/asyncstatus/asyncstatus/internal/auth"
 	"github.com/asyncstatus/asyncstatus/internal/config"
 	"github.com/asyncstatus/asyncstatus/internal/store"
 )
@@ -25,20 +23,9 @@ func cmdRetention(ctx context.Context, args []string, getenv func(string) string
 	if len(args) == 0 || args[0] != "reapply" {
 		return usageError{"retention: want reapply [--tenant T] [--dry-run]"}
 	}
-	var tenant string
-	var dry bool
-	fs, cfgPath, err := flags("retention reapply", args[1:], stderr, func(fs *flag.FlagSet) {
-		fs.StringVar(&tenant, "tenant", "", "only this tenant (default: every tenant)")
-		fs.BoolVar(&dry, "dry-run", false, "count what would change, change nothing")
-	})
+	tenant, dry, cfgPath, err := tenantRunFlags("retention reapply", "every tenant", args[1:], stderr)
 	if err != nil {
 		return err
-	}
-	if fs.NArg() != 0 {
-		return usageError{"retention reapply: unexpected argument " + fs.Arg(0)}
-	}
-	if tenant != "" && !auth.ValidTenant(tenant) {
-		return usageError{"retention reapply: --tenant must match ^[a-z0-9][a-z0-9_-]{0,62}$"}
 	}
 	cfg, err := loadConfig(cfgPath, getenv)
 	if err != nil {

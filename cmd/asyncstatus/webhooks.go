@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"time"
 
-	"github.com/asyncstatus/asyncstatus/internal/auth"
 	"github.com/asyncstatus/asyncstatus/internal/config"
 	httpapi "github.com/asyncstatus/asyncstatus/internal/http"
 	"github.com/asyncstatus/asyncstatus/internal/metrics"
@@ -90,20 +88,9 @@ func cmdWebhooks(ctx context.Context, args []string, getenv func(string) string,
 	if len(args) == 0 || args[0] != "reseal" {
 		return usageError{"webhooks: want reseal [--tenant T] [--dry-run]"}
 	}
-	var tenant string
-	var dry bool
-	fs, cfgPath, err := flags("webhooks reseal", args[1:], stderr, func(fs *flag.FlagSet) {
-		fs.StringVar(&tenant, "tenant", "", "only this tenant (default: every tenant with endpoints)")
-		fs.BoolVar(&dry, "dry-run", false, "count what would change, change nothing")
-	})
+	tenant, dry, cfgPath, err := tenantRunFlags("webhooks reseal", "every tenant with endpoints", args[1:], stderr)
 	if err != nil {
 		return err
-	}
-	if fs.NArg() != 0 {
-		return usageError{"webhooks reseal: unexpected argument " + fs.Arg(0)}
-	}
-	if tenant != "" && !auth.ValidTenant(tenant) {
-		return usageError{"webhooks reseal: --tenant must match ^[a-z0-9][a-z0-9_-]{0,62}$"}
 	}
 	cfg, err := loadConfig(cfgPath, getenv)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/asyncstatus/asyncstatus/internal/auth"
 	"github.com/asyncstatus/asyncstatus/internal/config"
 	"github.com/asyncstatus/asyncstatus/internal/metrics"
 	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
@@ -32,6 +33,26 @@ func flags(name string, args []string, stderr io.Writer, define func(fs *flag.Fl
 		return nil, "", usageError{err.Error()}
 	}
 	return fs, *cfgPath, nil
+}
+
+// tenantRunFlags parses the flags of a command that walks every tenant or one:
+// [--tenant T] [--dry-run] [--config FILE], nothing else. name is the command
+// ("retention reapply"), every the --tenant default's description.
+func tenantRunFlags(name, every string, args []string, stderr io.Writer) (tenant string, dry bool, cfgPath string, err error) {
+	fs, cfgPath, err := flags(name, args, stderr, func(fs *flag.FlagSet) {
+		fs.StringVar(&tenant, "tenant", "", "only this tenant (default: "+every+")")
+		fs.BoolVar(&dry, "dry-run", false, "count what would change, change nothing")
+	})
+	if err != nil {
+		return "", false, "", err
+	}
+	if fs.NArg() != 0 {
+		return "", false, "", usageError{name + ": unexpected argument " + fs.Arg(0)}
+	}
+	if tenant != "" && !auth.ValidTenant(tenant) {
+		return "", false, "", usageError{name + ": --tenant must match ^[a-z0-9][a-z0-9_-]{0,62}$"}
+	}
+	return tenant, dry, cfgPath, nil
 }
 
 func loadConfig(path string, getenv func(string) string) (config.Config, error) {
