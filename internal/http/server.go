@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"net"
 	"sync"
@@ -143,7 +142,7 @@ func New(reqs Requests, auth Authenticator, limit RateLimiter, opts Options, log
 		StrictRouting:             false,
 		CaseSensitive:             true,
 	})
-	quietOnReadFailure(s.app.Server())
+	quietOnNothingRead(s.app.Server())
 	s.app.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: func(c *fiber.Ctx, e any) {
 		s.log.Error("panic", "panic", e, "path", c.Path())
 	}}))
@@ -151,20 +150,23 @@ func New(reqs Requests, auth Authenticator, limit RateLimiter, opts Options, log
 	return s
 }
 
-// quietOnReadFailure makes a connection whose reading failed at the socket
-// (http.read_timeout ran out, or the peer reset it) close without an answer.
-// fasthttp otherwise answers even a connection that never sent a byte: a
-// client that connected ahead of need and sat out read_timeout gets an
-// unsolicited 400, which it can take for the answer to the request it sends
-// just then. net/http does the same ("don't reply") when reading a request's
-// headers times out, started or not. We go further and close quietly on a
-// stalled body too, because fasthttp resets a half-read request before this
-// handler runs, so a stalled body cannot be told from silence here.
-// A request that arrived but cannot be parsed still gets its 400.
-func quietOnReadFailure(fs *fasthttp.Server) {
+// quietOnNothingRead makes a connection that delivered no request close without
+// an answer. fasthttp answers the read error of a connection's first request
+// even when not a byte arrived: a client that connected ahead of need and sat
+// out http.read_timeout got an unsolicited 400, which it can take for the
+// answer to the request it sends just then. fasthttp already closes quietly
+// when a later request on a kept-alive connection never starts, and net/http
+// never replies to a timed-out read.
+//
+// fasthttp v1.51 (serveConn) passes the socket's error on bare when nothing was
+// read, and wraps it ("error when reading request headers: ...") when part of
+// a header was, so a half-sent header still gets its 400. A body that stalls
+// also comes bare, with the request already reset, so it cannot be told from
+// silence and closes quietly too.
+func quietOnNothingRead(fs *fasthttp.Server) {
 	answer := fs.ErrorHandler
 	fs.ErrorHandler = func(ctx *fasthttp.RequestCtx, err error) {
-		if ne := net.Error(nil); errors.As(err, &ne) {
+		if _, bare := err.(net.Error); bare {
 			// fasthttp still writes its (empty) error answer after this
 			// handler returns; on the closed connection that write fails,
 			// unseen.
