@@ -104,21 +104,25 @@ func (s *Store) slotMasters(ctx context.Context, cc *redis.ClusterClient) ([]*re
 // (a slot map has a handful of ranges and rarely changes).
 func (s *Store) keyInSlot(slot int) string {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if k, ok := s.slotKeys[slot]; ok {
+	k, ok := s.slotKeys[slot]
+	s.mu.Unlock()
+	if ok {
 		return k
 	}
+	// About 16,384 tries on average, each a CRC of a few bytes: well under a
+	// millisecond, once per slot, and outside the lock creates also take.
+	for i := 0; ; i++ {
+		if k = strconv.Itoa(i); keySlot(k) == slot {
+			break
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.slotKeys == nil {
 		s.slotKeys = map[int]string{}
 	}
-	// About 16,384 tries on average, each a CRC of a few bytes: well under a
-	// millisecond, once per slot.
-	for i := 0; ; i++ {
-		if k := strconv.Itoa(i); keySlot(k) == slot {
-			s.slotKeys[slot] = k
-			return k
-		}
-	}
+	s.slotKeys[slot] = k
+	return k
 }
 
 // keySlot is Redis Cluster's slot of a key without a hash tag: CRC16
