@@ -94,6 +94,9 @@ func TestClusterFailover(t *testing.T) {
 		t.Errorf("/readyz came back %s after the promotion; want < 5s", d)
 	}
 	_, _, readyErrs := outage(only(all, isReadyz), killed, readyBack)
+	if readyErrs == 0 {
+		t.Error("/readyz never answered 503 while a slot's master was dead")
+	}
 	if d := writeBack.Sub(rejoined); d > 10*time.Second {
 		t.Errorf("writes came back %s after the old master rejoined; want < 10s", d)
 	}
