@@ -1,4 +1,4 @@
-.PHONY: test run bench bench-redis fmt vet tools
+.PHONY: test run build bench bench-redis fmt vet tools
 
 GO ?= go
 
@@ -16,6 +16,13 @@ tools:
 
 run:
 	$(GO) run ./cmd/asyncstatus serve
+
+# bin/asyncstatus, naming its git revision (asyncstatus version, /healthz,
+# asyncstatus_build_info). `make build VERSION=0.2.0` stamps a release version.
+# -buildvcs=true because a machine's go env may turn the default off.
+VERSION ?=
+build:
+	$(GO) build -buildvcs=true $(if $(VERSION),-ldflags "-X main.version=$(VERSION)") -o bin/asyncstatus ./cmd/asyncstatus
 
 bench:
 	$(GO) run ./bench/cmd/bench $(BENCHFLAGS)

@@ -10,10 +10,14 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/asyncstatus/asyncstatus/internal/buildinfo"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version is a release version stamped at build time (make build VERSION=x.y.z
+// passes -ldflags "-X main.version=x.y.z"); without it the toolchain's own
+// record names the build (internal/buildinfo).
+var version string
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -68,7 +72,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "config":
 		return cmdConfig(ctx, rest, getenv, stdout)
 	case "version":
-		fmt.Fprintln(stdout, "asyncstatus", version)
+		fmt.Fprintln(stdout, "asyncstatus", buildinfo.Read(version))
 		return nil
 	case "help", "-h", "--help":
 		fmt.Fprintln(stdout, usage)

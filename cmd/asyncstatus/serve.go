@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/asyncstatus/asyncstatus/internal/auth"
+	"github.com/asyncstatus/asyncstatus/internal/buildinfo"
 	"github.com/asyncstatus/asyncstatus/internal/config"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	httpapi "github.com/asyncstatus/asyncstatus/internal/http"
@@ -46,7 +47,8 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	logw := logbuf.New(stderr, accessLogFlush, accessLogBuffer)
 	defer logw.Close()
 	log := newLogger(cfg, logw.Direct())
-	m, err := newMetrics()
+	build := buildinfo.Read(version)
+	m, err := newMetrics(build)
 	if err != nil {
 		return err
 	}
@@ -89,7 +91,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("rate limits: %w", err)
 	}
 	opts := httpOptions(cfg)
-	opts.Metrics, opts.AccessLog = m, newAccessLog(cfg, logw)
+	opts.Metrics, opts.AccessLog, opts.Build = m, newAccessLog(cfg, logw), build
 	// Webhooks (spec §10): the dispatcher runs in every replica, stops with the
 	// serve context, and is waited for before the store closes.
 	hooks, stopHooks, err := startWebhooks(ctx, cfg, b.store, sealer, log, m)
@@ -113,7 +115,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTP.Addr, err)
 	}
-	log.Info("listening", "addr", ln.Addr().String(), "version", version, "max_procs", procs)
+	log.Info("listening", "addr", ln.Addr().String(), "version", build.Version, "revision", build.Revision, "modified", build.Modified, "max_procs", procs)
 
 	served := make(chan error, 1)
 	go func() { served <- srv.App().Listener(ln) }()

@@ -21,15 +21,16 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 
-// buildBinary builds this command into a temporary directory.
-func buildBinary(t *testing.T) string {
+// buildBinary builds this command into a temporary directory, with extra go
+// build flags.
+func buildBinary(t *testing.T, flags ...string) string {
 	t.Helper()
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
 	path := filepath.Join(t.TempDir(), "asyncstatus")
-	args := []string{"build", "-o", path}
+	args := append([]string{"build", "-o", path}, flags...)
 	if raceEnabled {
 		args = append(args, "-race")
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/asyncstatus/asyncstatus/internal/auth"
+	"github.com/asyncstatus/asyncstatus/internal/buildinfo"
 	"github.com/asyncstatus/asyncstatus/internal/config"
 	"github.com/asyncstatus/asyncstatus/internal/metrics"
 	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
@@ -233,7 +234,7 @@ func pollSecret(cfg config.Config) ([]byte, error) {
 
 // newMetrics makes the metrics on a registry of their own, with the Go runtime
 // and process collectors, and names this build.
-func newMetrics() (*metrics.Metrics, error) {
+func newMetrics(build buildinfo.Info) (*metrics.Metrics, error) {
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(collectors.NewGoCollector()); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
@@ -245,7 +246,7 @@ func newMetrics() (*metrics.Metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.SetBuildInfo(version)
+	m.SetBuildInfo(build)
 	return m, nil
 }
 

@@ -10,8 +10,12 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
 
+// healthz says the process is up and names its build, so that an operator
+// sees which code each replica runs (docs/operations.md, upgrading).
 func (s *Server) healthz(c *fiber.Ctx) error {
-	return c.JSON(fiber.Map{"status": "ok"})
+	b := s.opts.Build
+	return c.JSON(fiber.Map{"status": "ok", "version": b.Version, "revision": b.Revision,
+		"modified": b.Modified, "go_version": b.GoVersion})
 }
 
 func (s *Server) readyz(c *fiber.Ctx) error {

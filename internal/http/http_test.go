@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/asyncstatus/asyncstatus/internal/auth"
+	"github.com/asyncstatus/asyncstatus/internal/buildinfo"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	httpapi "github.com/asyncstatus/asyncstatus/internal/http"
 	"github.com/asyncstatus/asyncstatus/internal/store"
@@ -686,5 +687,18 @@ func TestRequestIDs(t *testing.T) {
 	}
 	if id := r.h.Get("X-Request-Id"); !hex24.MatchString(id) || m["request_id"] != id {
 		t.Fatalf("header %q, body %v", id, m["request_id"])
+	}
+}
+
+// TestHealthzNamesTheBuild: /healthz answers the build it was given, so that an
+// operator sees which code each replica runs.
+func TestHealthzNamesTheBuild(t *testing.T) {
+	b := buildinfo.Info{Version: "0.1.0", Revision: "4d44921bb32d", Modified: true, GoVersion: "go1.26.8"}
+	e := newEnv(t, func(o *httpapi.Options) { o.Build = b })
+	r := e.call("GET", "/healthz", "")
+	got := r.json(t)
+	if r.code != 200 || got["status"] != "ok" || got["version"] != "0.1.0" || got["revision"] != "4d44921bb32d" ||
+		got["modified"] != true || got["go_version"] != "go1.26.8" {
+		t.Fatalf("/healthz: %d %v", r.code, got)
 	}
 }

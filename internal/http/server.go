@@ -12,6 +12,7 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/valyala/fasthttp"
 
+	"github.com/asyncstatus/asyncstatus/internal/buildinfo"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/metrics"
 )
@@ -85,6 +86,9 @@ type Options struct {
 	// request id, tenant, key id). default: nil, no access log; the error handler
 	// still logs internal errors to the server's logger.
 	AccessLog *slog.Logger
+	// Build names the running build in /healthz's body. default: the zero
+	// Info, whose members are then empty.
+	Build buildinfo.Info
 }
 
 // Server is the HTTP API.

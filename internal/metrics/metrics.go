@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"net/http"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/asyncstatus/asyncstatus/internal/buildinfo"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -160,7 +162,7 @@ func New(reg *prometheus.Registry) (*Metrics, error) {
 	m.buildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "build_info",
 		Help: "Always 1; the labels name the running build.",
-	}, []string{"version", "goversion"})
+	}, []string{"version", "revision", "modified", "goversion"})
 	for _, c := range []prometheus.Collector{m.requests, m.duration, &transitionCollector{m}, m.throttled,
 		m.unavailable, m.scripts, m.embedded, m.buildInfo, &sweeperCollector{m}, &webhookCollector{m}} {
 		if err := reg.Register(c); err != nil {
@@ -174,7 +176,7 @@ func New(reg *prometheus.Registry) (*Metrics, error) {
 		{TransitionComplete, "succeeded"}, {TransitionFail, "failed"}, {TransitionCancel, "cancelled"}} {
 		m.transitions.WithLabelValues(t[0], t[1])
 	}
-	m.SetBuildInfo("dev")
+	m.SetBuildInfo(buildinfo.Info{Version: "dev", GoVersion: runtime.Version()})
 	return m, nil
 }
 
@@ -324,13 +326,13 @@ func (m *Metrics) SetEmbedded(on bool) {
 	}
 }
 
-// SetBuildInfo names the running build (the version set with -ldflags).
-func (m *Metrics) SetBuildInfo(version string) {
+// SetBuildInfo names the running build: asyncstatus_build_info's labels.
+func (m *Metrics) SetBuildInfo(b buildinfo.Info) {
 	if m == nil {
 		return
 	}
 	m.buildInfo.Reset()
-	m.buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
+	m.buildInfo.WithLabelValues(b.Version, b.Revision, strconv.FormatBool(b.Modified), b.GoVersion).Set(1)
 }
 
 // WatchSweeper makes every scrape read stats: the sweeper_* metrics and the

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/asyncstatus/asyncstatus/internal/buildinfo"
 	"github.com/asyncstatus/asyncstatus/internal/metrics"
 )
 
@@ -167,14 +168,13 @@ func TestScriptsEmbeddedBuildInfo(t *testing.T) {
 	m.ObserveScript("poll", 3*time.Millisecond, nil)
 	m.ObserveScript("poll", time.Second, errors.New("i/o timeout"))
 	m.SetEmbedded(true)
-	m.SetBuildInfo("1.2.3")
+	m.SetBuildInfo(buildinfo.Info{Version: "1.2.3", Revision: "4d44921a", Modified: true, GoVersion: "go1.26.8"})
 	out := scrape(t, m)
 	for _, line := range []string{
 		`asyncstatus_redis_script_duration_seconds_count{result="ok",script="poll"} 1`,
 		`asyncstatus_redis_script_duration_seconds_count{result="error",script="poll"} 1`,
 		`asyncstatus_embedded_store 1`,
-		`asyncstatus_build_info{goversion="go`,
-		`version="1.2.3"} 1`,
+		`asyncstatus_build_info{goversion="go1.26.8",modified="true",revision="4d44921a",version="1.2.3"} 1`,
 	} {
 		if !strings.Contains(out, line) {
 			t.Fatalf("missing %s in\n%s", line, out)
@@ -194,7 +194,7 @@ func TestNilIsANoOp(t *testing.T) {
 	m.BackendUnavailable()
 	m.ObserveScript("poll", time.Millisecond, nil)
 	m.SetEmbedded(true)
-	m.SetBuildInfo("x")
+	m.SetBuildInfo(buildinfo.Info{Version: "x"})
 	m.WatchSweeper(nil)
 	if out := scrape(t, m); strings.Contains(out, "asyncstatus_") {
 		t.Fatalf("a nil set served %s", out)

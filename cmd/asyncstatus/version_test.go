@@ -1,0 +1,99 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asyncstatus/asyncstatus/internal/testenv"
+)
+
+// gitState is the revision of the checkout the tests run in, and whether it
+// has changes (tracked or untracked), as `go build` records them.
+func gitState(t *testing.T) (rev string, modified bool) {
+	t.Helper()
+	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatalf("git rev-parse HEAD: %v (the version test needs the git checkout it builds from)", err)
+	}
+	st, err := exec.Command("git", "status", "--porcelain").Output()
+	if err != nil {
+		t.Fatalf("git status: %v", err)
+	}
+	return strings.TrimSpace(string(out)), len(strings.TrimSpace(string(st))) > 0
+}
+
+// TestVersionNamesTheBuild: a plain `go build` names its revision and whether
+// the tree was modified, with no linker flags; `make build VERSION=...`'s flag
+// puts a release version in front; /healthz and asyncstatus_build_info of the
+// serving binary say the same.
+func TestVersionNamesTheBuild(t *testing.T) {
+	rev, modified := gitState(t)
+	suffix := ")"
+	if modified {
+		suffix = ", modified)"
+	}
+
+	// -buildvcs=true, because a machine's go env may turn the default off (this
+	// one's does); then go build fails when it cannot read the checkout.
+	plain := buildBinary(t, "-buildvcs=true")
+	out, err := exec.Command(plain, "version").Output()
+	if err != nil {
+		t.Fatalf("version: %v", err)
+	}
+	want := regexp.MustCompile(`^asyncstatus v\S+ \(revision ` + rev + regexp.QuoteMeta(suffix) + ` go1\.\S+\n$`)
+	if !want.Match(out) {
+		t.Fatalf("version printed %q, want it to match %s", out, want)
+	}
+
+	stamped := buildBinary(t, "-buildvcs=true", "-ldflags=-X main.version=9.8.7")
+	out, err = exec.Command(stamped, "version").Output()
+	if err != nil {
+		t.Fatalf("version: %v", err)
+	}
+	if prefix := "asyncstatus 9.8.7 (revision " + rev + suffix + " go1."; !strings.HasPrefix(string(out), prefix) {
+		t.Fatalf("version printed %q, want the prefix %q", out, prefix)
+	}
+
+	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	cmd := exec.Command(stamped, "serve")
+	cmd.Env = []string{"ASYNCSTATUS_HTTP_ADDR=" + addr, "PATH=" + os.Getenv("PATH")}
+	var logs syncBuffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	base := "http://" + addr
+	var res *http.Response
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if res, err = http.Get(base + "/healthz"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not come up: %v\n%s", err, logs.String())
+		}
+	}
+	var health map[string]any
+	err = json.NewDecoder(res.Body).Decode(&health)
+	res.Body.Close()
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("/healthz: %d %v", res.StatusCode, err)
+	}
+	if health["status"] != "ok" || health["version"] != "9.8.7" || health["revision"] != rev || health["modified"] != modified ||
+		!strings.HasPrefix(fmt.Sprint(health["go_version"]), "go1.") {
+		t.Fatalf("/healthz answered %v; want version 9.8.7, revision %s, modified %v", health, rev, modified)
+	}
+	code, _, metrics := get(t, base+"/metrics")
+	line := fmt.Sprintf(`,modified="%v",revision="%s",version="9.8.7"} 1`, modified, rev)
+	if code != 200 || !strings.Contains(metrics, "asyncstatus_build_info{goversion=\"go1.") || !strings.Contains(metrics, line) {
+		t.Fatalf("/metrics: %d, want asyncstatus_build_info with %s in\n%s", code, line, metrics)
+	}
+}
