@@ -14,8 +14,11 @@ tools:
 		{ echo "installing redis-server (tests need it)"; \
 		  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools; }
 
+# Built and exec'd rather than `go run`: go run exits 1 after Ctrl-C even when
+# serve stopped cleanly, and make then reports an error.
 run:
-	$(GO) run ./cmd/asyncstatus serve
+	$(GO) build -buildvcs=auto -o bin/asyncstatus ./cmd/asyncstatus
+	exec bin/asyncstatus serve
 
 # bin/asyncstatus, naming its git revision (asyncstatus version, /healthz,
 # asyncstatus_build_info). `make build VERSION=0.2.0` stamps a release version.

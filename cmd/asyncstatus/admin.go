@@ -24,13 +24,14 @@ func adminBackend(cfgPath string, getenv func(string) string, stderr io.Writer) 
 }
 
 func cmdKeys(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return usageError{"keys: want create, list or revoke"}
+	sub, args, err := group("keys", args, "create", "list", "revoke")
+	if err != nil {
+		return err
 	}
-	switch args[0] {
+	switch sub {
 	case "create":
 		var tenant, scopes, name string
-		_, cfgPath, err := flags("keys create", args[1:], stderr, func(fs *flag.FlagSet) {
+		fs, cfgPath, err := flags("keys create", args, stderr, func(fs *flag.FlagSet) {
 			fs.StringVar(&tenant, "tenant", "", "tenant the key belongs to")
 			fs.StringVar(&scopes, "scopes", "", "read,write[,admin]")
 			fs.StringVar(&name, "name", "", "a name to recognise the key by")
@@ -38,8 +39,16 @@ func cmdKeys(ctx context.Context, args []string, getenv func(string) string, std
 		if err != nil {
 			return err
 		}
-		if !auth.ValidTenant(tenant) {
+		if err := positional("keys create", fs, 0, ""); err != nil {
+			return err
+		}
+		switch {
+		case tenant == "":
+			return usageError{"keys create: --tenant is required\nusage: asyncstatus " + synopsis("keys create")}
+		case !auth.ValidTenant(tenant):
 			return usageError{"keys create: --tenant must match ^[a-z0-9][a-z0-9_-]{0,62}$"}
+		case scopes == "":
+			return usageError{"keys create: --scopes is required (read, write, admin, comma-separated)\nusage: asyncstatus " + synopsis("keys create")}
 		}
 		sc, err := domain.ParseScopes(scopes)
 		if err != nil {
@@ -62,10 +71,13 @@ func cmdKeys(ctx context.Context, args []string, getenv func(string) string, std
 		return nil
 	case "list":
 		var tenant string
-		_, cfgPath, err := flags("keys list", args[1:], stderr, func(fs *flag.FlagSet) {
+		fs, cfgPath, err := flags("keys list", args, stderr, func(fs *flag.FlagSet) {
 			fs.StringVar(&tenant, "tenant", "", "tenant")
 		})
 		if err != nil {
+			return err
+		}
+		if err := positional("keys list", fs, 0, ""); err != nil {
 			return err
 		}
 		if !auth.ValidTenant(tenant) {
@@ -86,12 +98,12 @@ func cmdKeys(ctx context.Context, args []string, getenv func(string) string, std
 		}
 		return nil
 	case "revoke":
-		fs, cfgPath, err := flags("keys revoke", args[1:], stderr, nil)
+		fs, cfgPath, err := flags("keys revoke", args, stderr, nil)
 		if err != nil {
 			return err
 		}
-		if fs.NArg() != 1 {
-			return usageError{"keys revoke: want exactly one KEY_ID"}
+		if err := positional("keys revoke", fs, 1, "one KEY_ID"); err != nil {
+			return err
 		}
 		b, err := adminBackend(cfgPath, getenv, stderr)
 		if err != nil {
@@ -107,42 +119,55 @@ func cmdKeys(ctx context.Context, args []string, getenv func(string) string, std
 		fmt.Fprintf(stdout, "revoked %s\n", fs.Arg(0))
 		return nil
 	}
-	return usageError{fmt.Sprintf("keys: unknown subcommand %q", args[0])}
+	return nil
 }
 
 func cmdTenants(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || (args[0] != "freeze" && args[0] != "unfreeze") {
-		return usageError{"tenants: want freeze T or unfreeze T"}
-	}
-	fs, cfgPath, err := flags("tenants "+args[0], args[1:], stderr, nil)
+	sub, args, err := group("tenants", args, "freeze", "unfreeze")
 	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 || !auth.ValidTenant(fs.Arg(0)) {
-		return usageError{"tenants " + args[0] + ": want exactly one valid tenant name"}
+	fs, cfgPath, err := flags("tenants "+sub, args, stderr, nil)
+	if err != nil {
+		return err
+	}
+	if err := positional("tenants "+sub, fs, 1, "one tenant name"); err != nil {
+		return err
+	}
+	if !auth.ValidTenant(fs.Arg(0)) {
+		return usageError{"tenants " + sub + ": the tenant name must match ^[a-z0-9][a-z0-9_-]{0,62}$"}
 	}
 	b, err := adminBackend(cfgPath, getenv, stderr)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	if err := b.store.SetFrozen(ctx, fs.Arg(0), args[0] == "freeze"); err != nil {
+	if err := b.store.SetFrozen(ctx, fs.Arg(0), sub == "freeze"); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "tenant %s %s\n", fs.Arg(0), map[string]string{"freeze": "frozen", "unfreeze": "unfrozen"}[args[0]])
+	fmt.Fprintf(stdout, "tenant %s %s\n", fs.Arg(0), map[string]string{"freeze": "frozen", "unfreeze": "unfrozen"}[sub])
 	return nil
 }
 
 func cmdConfig(_ context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if len(args) == 0 || args[0] != "check" {
-		return usageError{"config: want check"}
-	}
-	_, cfgPath, err := flags("config check", args[1:], io.Discard, nil)
+	_, args, err := group("config", args, "check")
 	if err != nil {
+		return err
+	}
+	fs, cfgPath, err := flags("config check", args, io.Discard, nil)
+	if err != nil {
+		return err
+	}
+	if err := positional("config check", fs, 0, ""); err != nil {
 		return err
 	}
 	cfg, err := loadConfig(cfgPath, getenv)
 	if err != nil {
+		return err
+	}
+	// The rules serve applies before it touches Redis, so that a configuration
+	// config check calls valid is one serve starts with.
+	if _, _, err := serveSecrets(cfg); err != nil {
 		return err
 	}
 	out, err := cfg.Masked().YAML()

@@ -9,9 +9,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/asyncstatus/asyncstatus/internal/buildinfo"
+	"github.com/asyncstatus/asyncstatus/internal/config"
 )
 
 // version is a release version stamped at build time (make build VERSION=x.y.z
@@ -21,7 +23,7 @@ var version string
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	err := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "asyncstatus:", err)
@@ -29,38 +31,34 @@ func main() {
 	}
 }
 
-// usageError marks a command-line mistake (exit status 2).
-type usageError struct{ msg string }
-
-func (e usageError) Error() string { return e.msg }
-
-func exitCode(err error) int {
-	if _, ok := err.(usageError); ok {
-		return 2
+// run runs one command. environ is the process's environment ("NAME=value"
+// entries); a --help answer is printed on stdout and is no error.
+func run(ctx context.Context, args []string, environ []string, stdout, stderr io.Writer) error {
+	err := dispatch(ctx, args, environ, stdout, stderr)
+	if h, ok := err.(helpError); ok {
+		fmt.Fprint(stdout, h.text)
+		return nil
 	}
-	return 1
+	return err
 }
 
-const usage = `usage:
-  asyncstatus serve [--config FILE]
-  asyncstatus keys create --tenant T --scopes read,write[,admin] [--name NAME]
-  asyncstatus keys list --tenant T
-  asyncstatus keys revoke KEY_ID
-  asyncstatus tenants freeze T | unfreeze T
-  asyncstatus retention reapply [--tenant T] [--dry-run]
-  asyncstatus webhooks reseal [--tenant T] [--dry-run]
-  asyncstatus config check [--config FILE]
-  asyncstatus version
-Every command takes --config FILE and ASYNCSTATUS_* environment overrides.`
-
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func dispatch(ctx context.Context, args []string, environ []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return usageError{usage}
 	}
+	getenv := lookupEnv(environ)
 	cmd, rest := args[0], args[1:]
+	// A misspelt override is otherwise silently ignored. serve logs the
+	// warnings with its logger; the other commands print them.
+	unknown := config.UnknownEnv(environ)
+	if cmd != "serve" && cmd != "version" && !isHelp(cmd) {
+		for _, w := range unknown {
+			fmt.Fprintln(stderr, "warning:", w)
+		}
+	}
 	switch cmd {
 	case "serve":
-		return cmdServe(ctx, rest, getenv, stdout, stderr)
+		return cmdServe(ctx, rest, getenv, unknown, stdout, stderr)
 	case "keys":
 		return cmdKeys(ctx, rest, getenv, stdout, stderr)
 	case "tenants":
@@ -72,11 +70,30 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "config":
 		return cmdConfig(ctx, rest, getenv, stdout)
 	case "version":
+		fs, _, err := flags("version", rest, stderr, nil)
+		if err != nil {
+			return err
+		}
+		if err := positional("version", fs, 0, ""); err != nil {
+			return err
+		}
 		fmt.Fprintln(stdout, "asyncstatus", buildinfo.Read(version))
 		return nil
-	case "help", "-h", "--help":
-		fmt.Fprintln(stdout, usage)
-		return nil
+	}
+	if isHelp(cmd) {
+		return helpError{usage + "\n"}
 	}
 	return usageError{fmt.Sprintf("unknown command %q\n%s", cmd, usage)}
+}
+
+// lookupEnv is os.Getenv over environ: the last entry of a name wins, as in a
+// process's environment.
+func lookupEnv(environ []string) func(string) string {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return func(k string) string { return m[k] }
 }

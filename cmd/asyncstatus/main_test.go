@@ -20,7 +20,14 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 type syncBuffer = testenv.Buffer
 
-func envOf(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+// envOf is an environment ("NAME=value" entries) of the given variables.
+func envOf(kv map[string]string) []string {
+	env := make([]string, 0, len(kv))
+	for k, v := range kv {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
 
 // runCmd runs one command to completion.
 func runCmd(t *testing.T, env map[string]string, args ...string) (string, string, error) {
@@ -272,11 +279,12 @@ func TestCommandLineErrors(t *testing.T) {
 
 func TestConfigCheckMasksSecrets(t *testing.T) {
 	out, _, err := runCmd(t, map[string]string{"ASYNCSTATUS_REDIS_URL": "redis://user:hunter2hunter2@127.0.0.1:6390/0",
-		"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET": "topsecret-topsecret-topsecret-xx"}, "config", "check")
+		"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET": "topsecret-topsecret-topsecret-xx",
+		"ASYNCSTATUS_WEBHOOKS_SECRET_KEY":    "sealsecret-sealsecret-sealsecret-xx"}, "config", "check")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(out, "hunter2") || strings.Contains(out, "topsecret") || !strings.Contains(out, "127.0.0.1:6390") {
+	if strings.Contains(out, "hunter2") || strings.Contains(out, "topsecret") || strings.Contains(out, "sealsecret") || !strings.Contains(out, "127.0.0.1:6390") {
 		t.Fatalf("config check output leaks or lacks values:\n%s", out)
 	}
 }
@@ -311,6 +319,26 @@ func TestWarnsUnlessNoeviction(t *testing.T) {
 		}
 		if got := strings.Contains(errb.String(), "maxmemory-policy IS NOT noeviction"); got != c.warns {
 			t.Fatalf("policy %s: warning %v, want %v:\n%s", c.policy, got, c.warns, errb.String())
+		}
+	}
+}
+
+// TestWarnsUnlessAppendOnly: docs/operations.md calls the AOF required, so serve
+// says so at start when Redis runs without it.
+func TestWarnsUnlessAppendOnly(t *testing.T) {
+	for _, c := range []struct {
+		aof   string
+		warns bool
+	}{{"no", true}, {"yes", false}} {
+		r := testenv.StartRedisProcess(t, "--maxmemory-policy", "noeviction", "--appendonly", c.aof)
+		env := map[string]string{"ASYNCSTATUS_REDIS_URL": "redis://" + r.Addr() + "/0",
+			"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET": strings.Repeat("s", 32), "ASYNCSTATUS_WEBHOOKS_SECRET_KEY": strings.Repeat("w", 32)}
+		_, _, errb, stop := startServe(t, env)
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(errb.String(), "appendonly IS NOT yes"); got != c.warns {
+			t.Fatalf("appendonly %s: warning %v, want %v:\n%s", c.aof, got, c.warns, errb.String())
 		}
 	}
 }

@@ -20,14 +20,16 @@ import (
 func TestConfigCheckShowsMasks(t *testing.T) {
 	const secret = "s3cr3t-poll-token-key-0123456789abcdef"
 	const password = "hunter2-redis-pass"
+	const sealKey = "seal-key-for-webhook-secrets-0123456789"
 	out, _, err := runCmd(t, map[string]string{
 		"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET": secret,
 		"ASYNCSTATUS_REDIS_URL":              "redis://app:" + password + "@redis.internal:6380/2",
+		"ASYNCSTATUS_WEBHOOKS_SECRET_KEY":    sealKey,
 	}, "config", "check")
 	if err != nil {
 		t.Fatalf("config check: %v\n%s", err, out)
 	}
-	for _, s := range []string{secret, password, "hunter2"} {
+	for _, s := range []string{secret, password, "hunter2", sealKey} {
 		if strings.Contains(out, s) {
 			t.Fatalf("config check prints the secret %q:\n%s", s, out)
 		}

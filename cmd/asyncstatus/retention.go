@@ -20,10 +20,11 @@ const progressEvery = 1000
 // terminal records that already exist, which otherwise keep the expiry they were
 // given when they finished. Progress goes to stderr, the summary to stdout.
 func cmdRetention(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "reapply" {
-		return usageError{"retention: want reapply [--tenant T] [--dry-run]"}
+	_, args, err := group("retention", args, "reapply")
+	if err != nil {
+		return err
 	}
-	tenant, dry, cfgPath, err := tenantRunFlags("retention reapply", "every tenant", args[1:], stderr)
+	tenant, dry, cfgPath, err := tenantRunFlags("retention reapply", "every tenant", args, stderr)
 	if err != nil {
 		return err
 	}

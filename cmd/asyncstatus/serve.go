@@ -21,12 +21,17 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/store"
 )
 
-func cmdServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// cmdServe runs the service. unknownEnv are the warnings about ASYNCSTATUS_*
+// variables that name no key (config.UnknownEnv), logged at start.
+func cmdServe(ctx context.Context, args []string, getenv func(string) string, unknownEnv []string, stdout, stderr io.Writer) error {
 	var logFormat string
-	_, cfgPath, err := flags("serve", args, stderr, func(fs *flag.FlagSet) {
+	fs, cfgPath, err := flags("serve", args, stderr, func(fs *flag.FlagSet) {
 		fs.StringVar(&logFormat, "log-format", "", "log format, json or text (overrides log.format)")
 	})
 	if err != nil {
+		return err
+	}
+	if err := positional("serve", fs, 0, ""); err != nil {
 		return err
 	}
 	if logFormat != "" && logFormat != "json" && logFormat != "text" {
@@ -47,16 +52,15 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	logw := logbuf.New(stderr, accessLogFlush, accessLogBuffer)
 	defer logw.Close()
 	log := newLogger(cfg, logw.Direct())
+	for _, w := range unknownEnv {
+		log.Warn(w)
+	}
 	build := buildinfo.Read(version)
 	m, err := newMetrics(build)
 	if err != nil {
 		return err
 	}
-	secret, err := pollSecret(cfg)
-	if err != nil {
-		return err
-	}
-	sealer, err := webhookSealer(cfg)
+	secret, sealer, err := serveSecrets(cfg)
 	if err != nil {
 		return err
 	}
@@ -80,7 +84,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 			"Data lives only in this process and is lost when it stops. Do not use this in production.")
 		fmt.Fprintf(stdout, "\n  EMBEDDED STORE - data lives only as long as this process.\n  Demo API key (tenant demo, scopes read,write,admin):\n\n%s\n\n", plain)
 	} else {
-		checkEviction(ctx, b.store, log)
+		checkRedisConfig(ctx, b.store, log)
 		if err := b.store.Ready(ctx); err != nil {
 			log.Warn("Redis not ready at start; serving 503 until it is", "err", err)
 		}

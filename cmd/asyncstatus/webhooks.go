@@ -85,10 +85,11 @@ func startWebhooks(ctx context.Context, cfg config.Config, st *store.Store, seal
 // old key can then be removed. Progress goes to stderr, the summary to stdout;
 // it fails when some secret opens under no configured key.
 func cmdWebhooks(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "reseal" {
-		return usageError{"webhooks: want reseal [--tenant T] [--dry-run]"}
+	_, args, err := group("webhooks", args, "reseal")
+	if err != nil {
+		return err
 	}
-	tenant, dry, cfgPath, err := tenantRunFlags("webhooks reseal", "every tenant with endpoints", args[1:], stderr)
+	tenant, dry, cfgPath, err := tenantRunFlags("webhooks reseal", "every tenant with endpoints", args, stderr)
 	if err != nil {
 		return err
 	}

@@ -22,20 +22,6 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/webhook"
 )
 
-// flags parses a subcommand's flags; --config is common to all.
-func flags(name string, args []string, stderr io.Writer, define func(fs *flag.FlagSet)) (*flag.FlagSet, string, error) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "", "configuration file (YAML)")
-	if define != nil {
-		define(fs)
-	}
-	if err := fs.Parse(args); err != nil {
-		return nil, "", usageError{err.Error()}
-	}
-	return fs, *cfgPath, nil
-}
-
 // tenantRunFlags parses the flags of a command that walks every tenant or one:
 // [--tenant T] [--dry-run] [--config FILE], nothing else. name is the command
 // ("retention reapply"), every the --tenant default's description.
@@ -47,8 +33,8 @@ func tenantRunFlags(name, every string, args []string, stderr io.Writer) (tenant
 	if err != nil {
 		return "", false, "", err
 	}
-	if fs.NArg() != 0 {
-		return "", false, "", usageError{name + ": unexpected argument " + fs.Arg(0)}
+	if err := positional(name, fs, 0, ""); err != nil {
+		return "", false, "", err
 	}
 	if tenant != "" && !auth.ValidTenant(tenant) {
 		return "", false, "", usageError{name + ": --tenant must match ^[a-z0-9][a-z0-9_-]{0,62}$"}
@@ -218,6 +204,20 @@ func openObservedBackend(cfg config.Config, obs store.ScriptObserver) (*backend,
 
 // pollSecret is the poll-token HMAC key: configured, or random for the embedded
 // store (whose data dies with the process anyway).
+// serveSecrets derives what serve needs from the configured secrets, and
+// refuses a configuration that lacks them; config check applies the same rules.
+func serveSecrets(cfg config.Config) ([]byte, *webhook.Sealer, error) {
+	secret, err := pollSecret(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	sealer, err := webhookSealer(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return secret, sealer, nil
+}
+
 func pollSecret(cfg config.Config) ([]byte, error) {
 	if cfg.Auth.PollTokenSecret != "" {
 		return []byte(cfg.Auth.PollTokenSecret), nil
@@ -274,15 +274,22 @@ func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, o))
 }
 
-// checkEviction warns loudly unless Redis refuses to evict: under volatile-* or
-// allkeys-* policies it would drop records (terminal ones first, they have TTLs).
-func checkEviction(ctx context.Context, st *store.Store, log *slog.Logger) {
-	policy, err := st.MaxmemoryPolicy(ctx)
-	switch {
-	case err != nil:
-		log.Warn("could not read maxmemory-policy; make sure it is noeviction", "err", err)
-	case policy != "noeviction":
+// checkRedisConfig warns loudly about the settings docs/operations.md
+// requires: under a maxmemory-policy other than noeviction Redis may drop
+// records (terminal ones first, they have TTLs); without the append-only file a
+// restart loses every acknowledged write since the last snapshot.
+func checkRedisConfig(ctx context.Context, st *store.Store, log *slog.Logger) {
+	c, err := st.ServerConfig(ctx, "maxmemory-policy", "appendonly")
+	if err != nil {
+		log.Warn("could not read Redis's configuration; make sure maxmemory-policy is noeviction and appendonly is yes", "err", err)
+		return
+	}
+	if policy := c["maxmemory-policy"]; policy != "noeviction" {
 		log.Warn("REDIS maxmemory-policy IS NOT noeviction: Redis may silently evict request records under memory pressure. Set maxmemory-policy noeviction.",
 			"maxmemory_policy", policy)
+	}
+	if aof := c["appendonly"]; aof != "yes" {
+		log.Warn("REDIS appendonly IS NOT yes: a Redis restart loses every acknowledged write since its last snapshot. Set appendonly yes (docs/operations.md, Redis configuration).",
+			"appendonly", aof)
 	}
 }

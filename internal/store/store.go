@@ -596,14 +596,21 @@ func (s *Store) Frozen(ctx context.Context, tenant string) (bool, error) {
 	return v == "1", nil
 }
 
-// MaxmemoryPolicy reads Redis's eviction policy ("" when Redis has no CONFIG, as
-// the embedded store).
-func (s *Store) MaxmemoryPolicy(ctx context.Context) (string, error) {
+// ServerConfig reads Redis configuration parameters (CONFIG GET), for the
+// start-up checks of the settings docs/operations.md requires. The embedded
+// store has no CONFIG: it answers an error.
+func (s *Store) ServerConfig(ctx context.Context, params ...string) (map[string]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
-	v, err := s.rdb.ConfigGet(ctx, "maxmemory-policy").Result()
-	if err != nil {
-		return "", fmt.Errorf("config get maxmemory-policy: %w", err)
+	args := []any{"config", "get"}
+	for _, p := range params {
+		args = append(args, p)
 	}
-	return v["maxmemory-policy"], nil
+	cmd := redis.NewMapStringStringCmd(ctx, args...)
+	_ = s.rdb.Process(ctx, cmd)
+	v, err := cmd.Result()
+	if err != nil {
+		return nil, fmt.Errorf("config get %s: %w", strings.Join(params, " "), err)
+	}
+	return v, nil
 }
