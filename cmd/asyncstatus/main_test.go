@@ -305,40 +305,25 @@ func TestServeAppliesMaxProcs(t *testing.T) {
 	}
 }
 
-func TestWarnsUnlessNoeviction(t *testing.T) {
+// TestWarnsAboutRedisConfig: docs/operations.md requires maxmemory-policy
+// noeviction and appendonly yes, so serve warns at start about either.
+func TestWarnsAboutRedisConfig(t *testing.T) {
 	for _, c := range []struct {
-		policy string
-		warns  bool
-	}{{"allkeys-lru", true}, {"noeviction", false}} {
-		r := testenv.StartRedisProcess(t, "--maxmemory-policy", c.policy)
+		policy, aof   string
+		evicts, loses bool // the warnings expected
+	}{{"allkeys-lru", "yes", true, false}, {"noeviction", "no", false, true}, {"noeviction", "yes", false, false}} {
+		r := testenv.StartRedisProcess(t, "--maxmemory-policy", c.policy, "--appendonly", c.aof)
 		env := map[string]string{"ASYNCSTATUS_REDIS_URL": "redis://" + r.Addr() + "/0",
 			"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET": strings.Repeat("s", 32), "ASYNCSTATUS_WEBHOOKS_SECRET_KEY": strings.Repeat("w", 32)}
 		_, _, errb, stop := startServe(t, env)
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
-		if got := strings.Contains(errb.String(), "maxmemory-policy IS NOT noeviction"); got != c.warns {
-			t.Fatalf("policy %s: warning %v, want %v:\n%s", c.policy, got, c.warns, errb.String())
-		}
-	}
-}
-
-// TestWarnsUnlessAppendOnly: docs/operations.md calls the AOF required, so serve
-// says so at start when Redis runs without it.
-func TestWarnsUnlessAppendOnly(t *testing.T) {
-	for _, c := range []struct {
-		aof   string
-		warns bool
-	}{{"no", true}, {"yes", false}} {
-		r := testenv.StartRedisProcess(t, "--maxmemory-policy", "noeviction", "--appendonly", c.aof)
-		env := map[string]string{"ASYNCSTATUS_REDIS_URL": "redis://" + r.Addr() + "/0",
-			"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET": strings.Repeat("s", 32), "ASYNCSTATUS_WEBHOOKS_SECRET_KEY": strings.Repeat("w", 32)}
-		_, _, errb, stop := startServe(t, env)
-		if err := stop(); err != nil {
-			t.Fatal(err)
-		}
-		if got := strings.Contains(errb.String(), "appendonly IS NOT yes"); got != c.warns {
-			t.Fatalf("appendonly %s: warning %v, want %v:\n%s", c.aof, got, c.warns, errb.String())
+		evicts := strings.Contains(errb.String(), "maxmemory-policy IS NOT noeviction")
+		loses := strings.Contains(errb.String(), "appendonly IS NOT yes")
+		if evicts != c.evicts || loses != c.loses {
+			t.Fatalf("policy %s, appendonly %s: warnings (eviction %v, AOF %v), want (%v, %v):\n%s",
+				c.policy, c.aof, evicts, loses, c.evicts, c.loses, errb.String())
 		}
 	}
 }
