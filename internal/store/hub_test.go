@@ -94,8 +94,14 @@ func hubWakesOnEveryChange(t *testing.T, f *fixture) {
 		do   func() error
 		want domain.Status
 	}{
-		{"processing", func() error { _, err := other.MarkProcessing(ctx, tp("acme", r.ID), domain.ProgressInput{}); return err }, domain.StatusProcessing},
-		{"heartbeat", func() error { _, err := other.MarkProcessing(ctx, tp("acme", r.ID), domain.ProgressInput{}); return err }, domain.StatusProcessing},
+		{"processing", func() error {
+			_, err := other.MarkProcessing(ctx, tp("acme", r.ID), domain.ProgressInput{})
+			return err
+		}, domain.StatusProcessing},
+		{"heartbeat", func() error {
+			_, err := other.MarkProcessing(ctx, tp("acme", r.ID), domain.ProgressInput{})
+			return err
+		}, domain.StatusProcessing},
 		{"complete", func() error {
 			_, err := other.Complete(ctx, tp("acme", r.ID), domain.CompleteInput{ResultType: "confirmation", Result: []byte(`{"confirmed":true}`)})
 			return err
