@@ -1,8 +1,8 @@
 package domain
 
 import (
-	"errors"
 	"encoding/json"
+	"errors"
 	"time"
 )
 

@@ -335,7 +335,9 @@ func TestStopWaitsAnswersEveryWait(t *testing.T) {
 	answers := make(chan httpResp, n+1)
 	for range n {
 		id, _ := p.create(t)
-		go func() { answers <- do(t, "GET", p.urlA+"/v1/requests/"+id, "", 10*time.Second, append(auth, "Prefer", "wait=25")...) }()
+		go func() {
+			answers <- do(t, "GET", p.urlA+"/v1/requests/"+id, "", 10*time.Second, append(auth, "Prefer", "wait=25")...)
+		}()
 	}
 	id, _ := p.create(t)
 	go func() { answers <- do(t, "GET", p.urlA+"/v1/requests/"+id+"/stream", "", 10*time.Second, auth...) }()
@@ -542,7 +544,9 @@ func TestWaitsAcrossARedisRestart(t *testing.T) {
 	answers := make(chan httpResp, n)
 	for range n {
 		id, _ := p.create(t)
-		go func() { answers <- do(t, "GET", p.urlA+"/v1/requests/"+id, "", 20*time.Second, append(auth, "Prefer", "wait=25")...) }()
+		go func() {
+			answers <- do(t, "GET", p.urlA+"/v1/requests/"+id, "", 20*time.Second, append(auth, "Prefer", "wait=25")...)
+		}()
 	}
 	waitWaiting(t, p.a, n)
 	proc.Restart()
