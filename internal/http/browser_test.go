@@ -71,7 +71,7 @@ func TestBrowserWaits(t *testing.T) {
 	}
 	until := func(expr string) error { _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr)); return err }
 	show := func(sel string) string {
-		s, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("` + sel + `").textContent`))
+		s, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("`+sel+`").textContent`))
 		return s
 	}
 	if err := until(`document.getElementById("id").textContent !== "" || document.getElementById("err").textContent !== ""`); err != nil {
