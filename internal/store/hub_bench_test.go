@@ -14,13 +14,15 @@ import (
 // BenchmarkChannelGranularity is the measurement behind one change channel
 // per hash tag rather than per request (docs/design.md, Waiting), on a real
 // redis-server:
+//
 //   - PerIDSubscription: what a channel per request costs each wait: a
 //     SUBSCRIBE confirmed before the first read, an UNSUBSCRIBE after;
+//
 //   - SharedChannelNoise: what a shared channel costs instead: the hub
 //     receives announcements of requests nobody on this replica waits for,
 //     and drops them (one map lookup each).
 //
-//	go test -run XXX -bench BenchmarkChannelGranularity ./internal/store/
+//     go test -run XXX -bench BenchmarkChannelGranularity ./internal/store/
 func BenchmarkChannelGranularity(b *testing.B) {
 	b.Run("PerIDSubscription", func(b *testing.B) {
 		rdb := redis.NewClient(&redis.Options{Addr: testenv.Redis(b)})
