@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -33,21 +32,7 @@ func TestSIGTERMAnswersEveryWait(t *testing.T) {
 		"PATH=" + os.Getenv("PATH"),
 	}
 	key := binaryKey(t, bin, env, "acme", "read,write")
-	cmd := exec.Command(bin, "serve")
-	cmd.Env = env
-	var stderr syncBuffer
-	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		if t.Failed() {
-			t.Logf("serve's log:\n%s", stderr.String())
-		}
-	})
+	cmd, _, exited := runServe(t, bin, env)
 	base := "http://" + addr
 	var ids []string
 	deadline := time.Now().Add(20 * time.Second)
