@@ -608,3 +608,23 @@ func TestCORS(t *testing.T) {
 		t.Fatalf("CORS off: %v", r.h)
 	}
 }
+
+// TestStreamQueryTokenNeverLogged: the access log names the route, never the
+// query, so a poll token sent as ?poll_token= stays out of it (and out of the
+// error log of a refused stream).
+func TestStreamQueryTokenNeverLogged(t *testing.T) {
+	var logs testenv.Buffer
+	p := newReplicaPair(t, testenv.Backends()[0], func(o *httpapi.Options) {
+		o.AccessLog = httpapi.NewAccessLog(&logs, nil)
+	}, nil)
+	id, tok := p.create(t)
+	p.transition(t, id, "cancel", "")
+	res := openStream(t, p.urlA+"/v1/requests/"+id+"/stream?poll_token="+tok)
+	if evs := readEvents(t, res); len(evs) != 1 {
+		t.Fatalf("%+v", evs)
+	}
+	do(t, "GET", p.urlA+"/v1/requests/"+id+"/stream?poll_token="+tok+"x", "", 5*time.Second)
+	if strings.Contains(logs.String(), tok) || !strings.Contains(logs.String(), "/v1/requests/:id/stream") {
+		t.Fatalf("access log:\n%s", logs.String())
+	}
+}
