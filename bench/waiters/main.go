@@ -206,6 +206,16 @@ func run(bin string, n int, dur time.Duration, workers int) error {
 	h := held()
 	time.Sleep(2 * time.Second)
 	rss1, cl1 := rss(), clients()
+	if cmd := os.Getenv("WAITERS_PROFILE"); cmd != "" { // e.g. "perf record -g -o /tmp/w.data -p"
+		args := append(strings.Fields(cmd), strconv.Itoa(srv.Process.Pid))
+		prof := exec.Command(args[0], args[1:]...)
+		prof.Stdout, prof.Stderr = os.Stderr, os.Stderr
+		if err := prof.Start(); err != nil {
+			return err
+		}
+		defer func() { _ = prof.Process.Signal(os.Interrupt); _ = prof.Wait() }()
+		time.Sleep(500 * time.Millisecond)
+	}
 	mark("throughput with waiters")
 	tp1 := throughput()
 	mark("done")

@@ -117,6 +117,7 @@ type Server struct {
 	held     atomic.Int64
 	stopping chan struct{}
 	stopOnce sync.Once
+	clock    waitClock // ends held long polls (waitclock.go)
 	cors     corsPolicy
 }
 
@@ -144,6 +145,7 @@ func New(reqs Requests, auth Authenticator, limit RateLimiter, opts Options, log
 	opts.Wait.defaults()
 	s := &Server{reqs: reqs, auth: auth, limit: limit, opts: opts, log: log, ids: newIDSource(),
 		stopping: make(chan struct{}), cors: newCORSPolicy(opts.CORSOrigins)}
+	s.clock.heartbeat = opts.Wait.Heartbeat
 	s.states.New = func() any { return &reqState{} }
 	s.bufs.New = func() any { b := make([]byte, 0, 2048); return &b }
 	s.app = fiber.New(fiber.Config{

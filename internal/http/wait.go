@@ -191,11 +191,8 @@ func (s *Server) longPoll(c *fiber.Ctx, n int) error {
 // after the time is up, so a change whose announcement was lost still
 // answers. A client that went away frees the wait within one heartbeat.
 func (s *Server) waitChange(c *fiber.Ctx, wa domain.Watch, r *domain.Request, d time.Duration) (*domain.Request, error) {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	beat := time.NewTicker(s.opts.Wait.Heartbeat)
-	defer beat.Stop()
-	conn := c.Context().Conn()
+	hw := s.clock.hold(c.Context().Conn(), d)
+	defer s.clock.release(hw)
 	for {
 		select {
 		case snap := <-wa.Changes():
@@ -208,11 +205,13 @@ func (s *Server) waitChange(c *fiber.Ctx, wa domain.Watch, r *domain.Request, d 
 			if snap.Request.Version != r.Version || snap.Request.Done {
 				return snap.Request, nil
 			}
-		case <-beat.C:
-			if peerClosed(conn) {
+		case <-hw.end:
+			s.clock.mu.Lock()
+			gone := hw.gone
+			s.clock.mu.Unlock()
+			if gone {
 				return r, nil // nobody reads the answer; it only has to end
 			}
-		case <-timer.C:
 			return s.lastRead(wa)
 		case <-s.stopping:
 			return s.lastRead(wa)
