@@ -38,7 +38,7 @@ type heldWait struct {
 // hold registers a wait of d on conn.
 func (wc *waitClock) hold(conn net.Conn, d time.Duration) *heldWait {
 	w := &heldWait{conn: conn, end: make(chan struct{})}
-	b := time.Now().Add(d + waitTick - 1).UnixNano() / int64(waitTick)
+	b := time.Now().Add(d+waitTick-1).UnixNano() / int64(waitTick)
 	w.bucket = b
 	wc.mu.Lock()
 	defer wc.mu.Unlock()
