@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -89,6 +90,15 @@ type Options struct {
 	// Build names the running build in /healthz's body. default: the zero
 	// Info, whose members are then empty.
 	Build buildinfo.Info
+	// Waits follows requests for long polls (Prefer: wait) and event streams
+	// (spec §12; wait.go). default: nil, Prefer: wait is ignored and the
+	// stream route is not served.
+	Waits Waits
+	// Wait tunes waiting.
+	Wait WaitOptions
+	// CORSOrigins are the origins allowed to call the API from a browser, "*"
+	// for every one (spec §13; cors.go). default: none, no CORS headers.
+	CORSOrigins []string
 }
 
 // Server is the HTTP API.
@@ -107,6 +117,12 @@ type Server struct {
 	// bufs pools the buffers writeRequest encodes into; one larger than
 	// maxPooledBuf (a request near the body limit) is left to the GC.
 	bufs sync.Pool
+	// held counts the wait slots taken (wait.go); stopping closes at StopWaits.
+	held     atomic.Int64
+	stopping chan struct{}
+	stopOnce sync.Once
+	clock    waitClock // ends held long polls (waitclock.go)
+	cors     corsPolicy
 }
 
 type jsonCodec struct{}
@@ -130,7 +146,10 @@ func New(reqs Requests, auth Authenticator, limit RateLimiter, opts Options, log
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{reqs: reqs, auth: auth, limit: limit, opts: opts, log: log, ids: newIDSource()}
+	opts.Wait.defaults()
+	s := &Server{reqs: reqs, auth: auth, limit: limit, opts: opts, log: log, ids: newIDSource(),
+		stopping: make(chan struct{}), cors: newCORSPolicy(opts.CORSOrigins)}
+	s.clock.heartbeat = opts.Wait.Heartbeat
 	s.states.New = func() any { return &reqState{} }
 	s.bufs.New = func() any { b := make([]byte, 0, 2048); return &b }
 	s.app = fiber.New(fiber.Config{
