@@ -698,22 +698,28 @@ func (s *Store) SettleWebhook(ctx context.Context, m domain.WebhookMessage, o do
 // (dispatchers of replicas that are gone) idle longer than idle with nothing
 // pending, except self. It returns how many it removed.
 func (s *Store) ReapWebhookConsumers(ctx context.Context, tenant, self string, idle time.Duration) (int, error) {
+	return s.reapConsumers(ctx, s.k.outbox(tenant), webhookGroup, self, idle)
+}
+
+// reapConsumers removes from the consumer group of stream the consumers idle
+// longer than idle with nothing pending, except self.
+func (s *Store) reapConsumers(ctx context.Context, stream, group, self string, idle time.Duration) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
-	cs, err := s.rdb.XInfoConsumers(ctx, s.k.outbox(tenant), webhookGroup).Result()
+	cs, err := s.rdb.XInfoConsumers(ctx, stream, group).Result()
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "NOGROUP") || strings.Contains(err.Error(), "no such key") {
 			return 0, nil
 		}
-		return 0, backend("list webhook consumers", err)
+		return 0, backend("list consumers of "+group, err)
 	}
 	n := 0
 	for _, c := range cs {
 		if c.Name == self || c.Pending > 0 || c.Idle < idle {
 			continue
 		}
-		if err := s.rdb.XGroupDelConsumer(ctx, s.k.outbox(tenant), webhookGroup, c.Name).Err(); err != nil {
-			return n, backend("remove webhook consumer", err)
+		if err := s.rdb.XGroupDelConsumer(ctx, stream, group, c.Name).Err(); err != nil {
+			return n, backend("remove consumer of "+group, err)
 		}
 		n++
 	}

@@ -2,7 +2,8 @@
 -- and its index entries. A retention bucket may still list it: the sweeper skips
 -- entries whose record is gone (sweep.lua).
 -- KEYS[1] record   KEYS[2] deadline zset   KEYS[3] pacing hash
--- ARGV[1] id   ARGV[2] now (unix ms)
+-- KEYS[4] audit stream   KEYS[5] tenant meta hash (audit_add counts a full stream there)
+-- ARGV[1] id   ARGV[2] now (unix ms)   ARGV[4] by (key id, for the audit entry)
 -- ARGV[3] index key prefix ("<prefix>:{<tenant>}:ix:"): the request's index,
 --         "<prefix><status letter>:<type>", is named from its record (same slot)
 -- Returns {0} deleted | {1} not found
@@ -14,4 +15,9 @@ if gone(ex, ARGV[2]) then return {1} end
 rcall('DEL', record, KEYS[3])
 rcall('ZREM', ARGV[3] .. st .. ':' .. typ, id)
 rcall('ZREM', KEYS[2], id)
+-- the audit entry of a delete: version and seq one past the record's last
+if AUDIT_BOUND > 0 then
+  local f = rec_split(rec)
+  audit_add(KEYS[4], KEYS[5], id, tostring(tonumber(f[2]) + 1), tostring(tonumber(audit_seq(f[8])) + 1), st, '', ARGV[4], ARGV[2], typ, '')
+end
 return {0}
