@@ -154,7 +154,8 @@ func (d *Drainer) Status() (ok bool, detail string) {
 		s.FailingSince.UTC().Format(time.RFC3339), s.LastError, s.Backlog, s.Bound)
 }
 
-// Run drains until ctx ends, then closes nothing: the caller closes the sink.
+// Run drains until ctx ends, then makes one last pass (last); the caller
+// closes the sink.
 func (d *Drainer) Run(ctx context.Context) {
 	var tenants []string
 	var tenantsAt, polled, claimed, scanned, reaped time.Time
@@ -218,6 +219,23 @@ func (d *Drainer) Run(ctx context.Context) {
 			continue
 		}
 		d.sleep(ctx, d.o.PollInterval-time.Since(polled), true)
+	}
+	d.last(ctx, held)
+}
+
+// last makes one bounded pass when the drainer stops: the batch it holds, and
+// what this process wrote since its last read. Whatever it cannot write waits
+// in Redis for another replica, or for this one's restart.
+func (d *Drainer) last(ctx context.Context, held []domain.AuditEvent) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if held != nil && !d.flush(ctx, held) {
+		return
+	}
+	if dirty := d.takeDirty(); len(dirty) > 0 {
+		if evs, _ := d.st.ReadAudit(ctx, d.o.Consumer, dirty, d.o.Batch); len(evs) > 0 {
+			d.flush(ctx, evs)
+		}
 	}
 }
 

@@ -26,7 +26,8 @@ type Requests interface {
 	Complete(ctx context.Context, p domain.TransitionParams, in domain.CompleteInput) (*domain.Request, error)
 	Fail(ctx context.Context, p domain.TransitionParams, in domain.FailInput) (*domain.Request, error)
 	Cancel(ctx context.Context, p domain.TransitionParams, in domain.CancelInput) (*domain.Request, error)
-	Delete(ctx context.Context, tenant, id string) error
+	// DeleteBy deletes a request; by (the caller's key id) goes into the audit trail.
+	DeleteBy(ctx context.Context, tenant, id, by string) error
 	Ready(ctx context.Context) error
 }
 
@@ -85,6 +86,10 @@ type Options struct {
 	// request id, tenant, key id). default: nil, no access log; the error handler
 	// still logs internal errors to the server's logger.
 	AccessLog *slog.Logger
+	// AuditStatus, when set, says whether the audit sink takes lines; /readyz
+	// shows it (and stays 200: a failing sink does not stop the service, its
+	// entries wait in Redis). default: nil, /readyz says nothing of the audit.
+	AuditStatus func() (ok bool, detail string)
 }
 
 // Server is the HTTP API.
