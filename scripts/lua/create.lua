@@ -44,5 +44,5 @@ if not rcall('SET', record, rec, 'NX') then return redis.error_reply('ERR id col
 rcall('ZADD', qset, now, id)
 if not m[3] then rcall('HSET', meta, 't:' .. ARGV[6], '1') end
 if m[2] then emit_webhooks(hooks, outbox, OUTBOX_BOUND, 'q', id, now, rec) end
-audit_add(KEYS[6], meta, id, '1', '1', '', 'q', ARGV[7], now, ARGV[6], '')
+if AUDIT_BOUND > 0 then audit_add(KEYS[6], meta, id, '1', '1', '', 'q', ARGV[7], now, ARGV[6], '') end
 return '0'

@@ -128,7 +128,7 @@ end
 
 if idem then rcall('SET', idem, ARGV[7], 'PX', IDEMPOTENCY_TTL) end
 -- every applied call, heartbeats included, is an audit entry (AUDIT_BOUND: lib.lua)
-audit_add(KEYS[8], meta, id, f[2], audit_seq(f[8]), from, to, by, now, f[3], failure_code(to, payload))
+if AUDIT_BOUND > 0 then audit_add(KEYS[8], meta, id, f[2], audit_seq(f[8]), from, to, by, now, f[3], failure_code(to, payload)) end
 -- the meta hash is small and read by every create and poll: asking it whether
 -- there are endpoints at all is cheaper than reading an absent filter hash
 if from ~= to and rcall('HGET', meta, 'wh') then
