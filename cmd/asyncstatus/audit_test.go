@@ -204,3 +204,61 @@ func hasEvents(lines []string, events map[string]int) bool {
 
 // keyID is the public id of an API key (ask_<16 id chars><secret> -> key_<id>).
 func keyID(key string) string { return "key_" + strings.TrimPrefix(key, "ask_")[:16] }
+
+// TestServeAuditLogSink: by default (audit.sink log) the embedded serve writes
+// each event as a JSON log line marked "msg":"audit", with the deleter's key
+// id, and /readyz says the audit sink is ok.
+func TestServeAuditLogSink(t *testing.T) {
+	base, out, logs, _ := startServe(t, map[string]string{})
+	m := keyLine.FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no demo key printed:\n%s", out.String())
+	}
+	key := m[1]
+	code, created, _ := do(t, "POST", base+"/v1/requests", key, `{"type":"statement.export","context":{"k":"`+auditSecret+`"}}`)
+	if code != 202 {
+		t.Fatalf("create: %d %v", code, created)
+	}
+	id := created["id"].(string)
+	if code, _, _ := do(t, "DELETE", base+"/v1/requests/"+id, key, ""); code != 204 {
+		t.Fatalf("delete: %d", code)
+	}
+	want := map[string]string{"request.created": "", "request.deleted": keyID(key)}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		found := 0
+		for _, l := range strings.Split(logs.String(), "\n") {
+			var rec struct {
+				Msg   string
+				Audit map[string]any
+			}
+			if json.Unmarshal([]byte(l), &rec) != nil || rec.Msg != "audit" {
+				continue
+			}
+			if strings.Contains(l, auditSecret) || strings.Contains(l, key) {
+				t.Fatalf("audit line holds a payload or the key: %s", l)
+			}
+			if rec.Audit["request_id"] != id {
+				continue
+			}
+			switch rec.Audit["type"] {
+			case "request.created":
+				found++
+			case "request.deleted":
+				if rec.Audit["by"] != want["request.deleted"] {
+					t.Fatalf("delete line %s", l)
+				}
+				found++
+			}
+		}
+		if found == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no audit lines for %s in the log:\n%s", id, logs.String())
+		}
+	}
+	_, _, body := get(t, base+"/readyz")
+	if !strings.Contains(body, `"audit":{"detail":"ok","status":"ok"}`) {
+		t.Fatalf("/readyz: %s", body)
+	}
+}

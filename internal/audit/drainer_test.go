@@ -372,3 +372,27 @@ func TestRetentionLeavesTheTrail(t *testing.T) {
 		})
 	}
 }
+
+// TestHealthyReplicaTakesOver: a replica whose sink fails holds what it read;
+// another replica takes those entries over after ClaimAfter and writes them,
+// while the first keeps failing.
+func TestHealthyReplicaTakesOver(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			e := newEnv(t, b)
+			sick := e.replica(t, 10000, nil)
+			sick.sink.failing.Store(true)
+			want := map[string]int{}
+			for i := 0; i < 3; i++ {
+				id, n := lifecycle(t, sick.s, "acme")
+				want[id] = n
+			}
+			eventually(t, "the sick replica to read", func() bool { return sick.sink.calls.Load() > 0 })
+			well := e.replica(t, 10000, nil)
+			eventually(t, "the healthy replica to write every event", func() bool { return complete(parse(t, well.sink.all()), want) })
+			if len(sick.sink.all()) != 0 || sick.d.Stats().SinkUp {
+				t.Fatal("the failing sink took lines")
+			}
+		})
+	}
+}
