@@ -56,69 +56,13 @@ func (s *Store) AuditTenants(ctx context.Context) ([]string, error) {
 // ClaimStaleAudit lets another consumer take them over. A tenant's consumer
 // group is made on first use, from the start of its stream.
 func (s *Store) ReadAudit(ctx context.Context, consumer string, tenants []string, count int) ([]domain.AuditEvent, error) {
+	got, err := s.readNew(ctx, "read audit stream", auditGroup, consumer, tenants, s.k.audit,
+		func(string) int64 { return int64(count) })
 	var out []domain.AuditEvent
-	var firstErr error
-	for len(tenants) > 0 {
-		chunk := tenants[:min(len(tenants), pipelineChunk)]
-		tenants = tenants[len(chunk):]
-		evs, missing, err := s.readAuditGroups(ctx, consumer, chunk, count)
-		if err != nil && firstErr == nil {
-			firstErr = err
-		}
-		if len(missing) > 0 {
-			s.createAuditGroups(ctx, missing)
-			more, _, err := s.readAuditGroups(ctx, consumer, missing, count)
-			if err != nil && firstErr == nil {
-				firstErr = err
-			}
-			evs = append(evs, more...)
-		}
-		out = append(out, evs...)
+	for t, xs := range got {
+		out = append(out, s.decodeAudit(ctx, t, xs)...)
 	}
-	return out, firstErr
-}
-
-func (s *Store) readAuditGroups(ctx context.Context, consumer string, tenants []string, count int) (evs []domain.AuditEvent, missing []string, err error) {
-	cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
-	defer cancel()
-	cmds := make([]*redis.XStreamSliceCmd, len(tenants))
-	_, _ = s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
-		for i, t := range tenants {
-			cmds[i] = p.XReadGroup(cctx, &redis.XReadGroupArgs{Group: auditGroup, Consumer: consumer,
-				Streams: []string{s.k.audit(t), ">"}, Count: int64(count), Block: -1})
-		}
-		return nil
-	})
-	for i, c := range cmds {
-		res, cerr := c.Result()
-		switch {
-		case cerr == nil:
-			for _, st := range res {
-				evs = append(evs, s.decodeAudit(ctx, tenants[i], st.Messages)...)
-			}
-		case errors.Is(cerr, redis.Nil):
-		case strings.HasPrefix(cerr.Error(), "NOGROUP"):
-			missing = append(missing, tenants[i])
-		default:
-			if err == nil {
-				err = backend("read audit stream", cerr)
-			}
-		}
-	}
-	return evs, missing, err
-}
-
-// createAuditGroups makes the consumer group of each tenant's audit stream,
-// reading from the start: entries written before any drainer ran are read too.
-func (s *Store) createAuditGroups(ctx context.Context, tenants []string) {
-	cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
-	defer cancel()
-	_, _ = s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
-		for _, t := range tenants {
-			p.XGroupCreateMkStream(cctx, s.k.audit(t), auditGroup, "0") // BUSYGROUP: a replica was first
-		}
-		return nil
-	})
+	return out, err
 }
 
 // ClaimStaleAudit takes over, for consumer, up to count entries of each tenant
@@ -165,15 +109,7 @@ func (s *Store) decodeAudit(ctx context.Context, tenant string, xs []redis.XMess
 			bad = append(bad, x.ID)
 		}
 	}
-	if len(bad) > 0 {
-		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
-		defer cancel()
-		_, _ = s.rdb.TxPipelined(cctx, func(p redis.Pipeliner) error {
-			p.XAck(cctx, s.k.audit(tenant), auditGroup, bad...)
-			p.XDel(cctx, s.k.audit(tenant), bad...)
-			return nil
-		})
-	}
+	s.dropEntries(ctx, s.k.audit(tenant), auditGroup, bad)
 	return out
 }
 
