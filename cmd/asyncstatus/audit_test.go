@@ -127,7 +127,7 @@ func TestAuditSurvivesKill(t *testing.T) {
 		t.Fatalf("/readyz: %s", body)
 	}
 	backlog := regexp.MustCompile(`(?m)^asyncstatus_audit_backlog (\d+)`)
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) { // counted every 10 s
 		_, _, m := get(t, base+"/metrics")
 		if g := backlog.FindStringSubmatch(m); g != nil && g[1] != "0" && strings.Contains(m, "asyncstatus_audit_sink_up 0") {
 			if n, _ := strconv.Atoi(g[1]); n < 9 {

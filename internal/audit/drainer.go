@@ -47,13 +47,18 @@ type Options struct {
 	// ClaimAfter: entries another drainer read and did not acknowledge for this
 	// long are taken over (it died, or its sink fails). default: 30s.
 	ClaimAfter time.Duration
-	// PollInterval: how often every tenant's stream is read; writes made by this
-	// process are read at once (Nudge). A batch the sink refused is offered
-	// again after PollInterval, twice that, ... up to 30 x PollInterval.
+	// PollInterval: the longest the drainer sleeps with nothing to do; writes
+	// made by this process wake it at once (Nudge). A batch the sink refused is
+	// offered again after PollInterval, twice that, ... up to 30 x PollInterval.
 	// default: 1s.
 	PollInterval time.Duration
+	// ReadAllInterval: how often every tenant's stream is read, for entries
+	// other processes wrote and did not drain themselves (they died first).
+	// Each read is one XREADGROUP per tenant. default: 5s.
+	ReadAllInterval time.Duration
 	// ScanInterval: how often the backlog is counted (metrics, /readyz, the
-	// report of events dropped at the bound). default: 5s.
+	// report of events dropped at the bound): XLEN and HGET per tenant.
+	// default: 10s.
 	ScanInterval time.Duration
 	// Batch: the most entries read from one tenant at a time. default: 500.
 	Batch int
@@ -111,8 +116,11 @@ func NewDrainer(st Store, o Options) (*Drainer, error) {
 	if o.PollInterval <= 0 {
 		o.PollInterval = time.Second
 	}
+	if o.ReadAllInterval <= 0 {
+		o.ReadAllInterval = 5 * time.Second
+	}
 	if o.ScanInterval <= 0 {
-		o.ScanInterval = 5 * time.Second
+		o.ScanInterval = 10 * time.Second
 	}
 	if o.Batch <= 0 {
 		o.Batch = 500
@@ -158,34 +166,40 @@ func (d *Drainer) Status() (ok bool, detail string) {
 // closes the sink.
 func (d *Drainer) Run(ctx context.Context) {
 	var tenants []string
-	var tenantsAt, polled, claimed, scanned, reaped time.Time
+	var tenantsAt, polled, claimed, scanned, reaped, retryAt time.Time
 	var held []domain.AuditEvent // a batch the sink refused, offered again before anything else
 	// A refused batch is offered again after PollInterval, then after twice
 	// that, up to 30 times PollInterval (30 s by default).
 	retry := d.o.PollInterval
 	for ctx.Err() == nil {
 		now := time.Now()
-		if held != nil {
-			if !d.flush(ctx, held) {
-				d.sleep(ctx, retry, false)
-				retry = min(retry*2, 30*d.o.PollInterval)
-				if now.Sub(scanned) >= d.o.ScanInterval {
-					d.scan(ctx, tenants, false)
-					scanned = now
-				}
-				continue
-			}
-			held, retry = nil, d.o.PollInterval
-		}
-		if tenants == nil || now.Sub(tenantsAt) >= 2*d.o.PollInterval {
+		if tenantsAt.IsZero() || now.Sub(tenantsAt) >= d.o.ReadAllInterval {
 			if ts, err := d.st.AuditTenants(ctx); err != nil {
 				d.storeError(err)
 			} else {
 				tenants, tenantsAt = ts, now
 			}
 		}
+		if held != nil {
+			if !now.Before(retryAt) {
+				if d.flush(ctx, held) {
+					held, retry = nil, d.o.PollInterval
+				} else {
+					retryAt, retry = now.Add(retry), min(retry*2, 30*d.o.PollInterval)
+				}
+			}
+			if held != nil {
+				// The backlog is still counted on time while the sink fails.
+				if now.Sub(scanned) >= d.o.ScanInterval {
+					d.scan(ctx, tenants, false)
+					scanned = now
+				}
+				d.sleep(ctx, min(time.Until(retryAt), d.o.ScanInterval-time.Since(scanned)), false)
+				continue
+			}
+		}
 		read := d.takeDirty()
-		if now.Sub(polled) >= d.o.PollInterval {
+		if now.Sub(polled) >= d.o.ReadAllInterval {
 			read, polled = merge(read, tenants), now
 		}
 		var evs []domain.AuditEvent
@@ -204,7 +218,7 @@ func (d *Drainer) Run(ctx context.Context) {
 			evs, claimed = append(evs, got...), now
 		}
 		if len(evs) > 0 && !d.flush(ctx, evs) {
-			held = evs
+			held, retryAt, retry = evs, now.Add(retry), min(retry*2, 30*d.o.PollInterval)
 			continue
 		}
 		if now.Sub(scanned) >= d.o.ScanInterval {
@@ -218,7 +232,7 @@ func (d *Drainer) Run(ctx context.Context) {
 		if len(evs) >= d.o.Batch { // more may wait: read on at once
 			continue
 		}
-		d.sleep(ctx, d.o.PollInterval-time.Since(polled), true)
+		d.sleep(ctx, d.o.PollInterval, true)
 	}
 	d.last(ctx, held)
 }

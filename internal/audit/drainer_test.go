@@ -100,7 +100,7 @@ func (e *env) replica(t *testing.T, bound int, mod func(*store.Options)) *replic
 	r := &replica{s: s, sink: &memSink{}, log: &bytes.Buffer{}}
 	var logMu sync.Mutex
 	r.d, err = audit.NewDrainer(s, audit.Options{Sink: r.sink, Bound: int64(bound), ClaimAfter: 300 * time.Millisecond,
-		PollInterval: 50 * time.Millisecond, ScanInterval: 50 * time.Millisecond, Batch: 50,
+		PollInterval: 50 * time.Millisecond, ReadAllInterval: 50 * time.Millisecond, ScanInterval: 50 * time.Millisecond, Batch: 50,
 		Log: slog.New(slog.NewTextHandler(lockedWriter{&logMu, r.log}, nil))})
 	if err != nil {
 		t.Fatal(err)
