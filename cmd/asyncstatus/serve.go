@@ -111,6 +111,14 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, un
 		defer hub.Close()
 		opts.Waits = hub
 	}
+	// The audit drainer (issue #21) runs in every replica and is stopped, after
+	// a last pass, once the requests in flight are done.
+	auditStatus, stopAudit, err := startAudit(ctx, cfg, b.store, logw.Direct(), log, m)
+	if err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	defer stopAudit()
+	opts.AuditStatus = auditStatus
 	srv := httpapi.New(b.store, authn, limiter, opts, log)
 
 	// The sweeper (timeouts, retention cleanup) runs in every replica; it stops

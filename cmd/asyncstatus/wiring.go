@@ -149,6 +149,9 @@ func storeOptions(cfg config.Config) store.Options {
 		// buckets as wide as a sweep interval: index entries go within two intervals
 		RetentionBucket: cfg.Lifecycle.SweepInterval,
 	}
+	if cfg.Audit.Sink != "none" {
+		o.AuditBacklog = cfg.Audit.MaxBacklog
+	}
 	for t, ov := range cfg.Lifecycle.ByType {
 		if ov.QueuedTimeout > 0 {
 			o.QueuedTimeoutByType[t] = ov.QueuedTimeout

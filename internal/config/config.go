@@ -19,6 +19,7 @@ type Config struct {
 	Idempotency Idempotency `yaml:"idempotency"`
 	Limits      Limits      `yaml:"limits"`
 	Webhooks    Webhooks    `yaml:"webhooks"`
+	Audit       Audit       `yaml:"audit"`
 	Log         Log         `yaml:"log"`
 	Runtime     Runtime     `yaml:"runtime"`
 	Wait        Wait        `yaml:"wait"`
@@ -195,6 +196,31 @@ type Webhooks struct {
 	// sealed under one of them still open, and `asyncstatus webhooks reseal`
 	// seals them again under SecretKey. Secret. default: none.
 	PreviousSecretKeys []string `yaml:"previous_secret_keys"`
+}
+
+// Audit is the audit trail (docs/operations.md, Audit trail): every create,
+// transition, heartbeat and delete, written to a sink that outlives retention.
+type Audit struct {
+	// Sink: log (JSON lines on the service's log output, marked "msg":"audit"),
+	// file (File, a file of its own) or none (no audit entries at all).
+	// default: log.
+	Sink string `yaml:"sink"`
+	// File is the file the file sink appends to. Required with sink file; each
+	// replica needs its own.
+	File string `yaml:"file"`
+	// FileMaxBytes: the file is rotated (renamed <file>.1, ...) before a batch
+	// would take it past this size. default: 104857600 (100 MiB).
+	FileMaxBytes int64 `yaml:"file_max_bytes"`
+	// FileKeep: rotated files kept (<file>.1 .. <file>.N); older ones are
+	// deleted. 0 keeps none. default: 10.
+	FileKeep int `yaml:"file_keep"`
+	// MaxBacklog: audit entries a tenant's backlog in Redis may hold while the
+	// sink does not take them; past it, events are counted and reported as
+	// dropped instead of recorded. default: 100000.
+	MaxBacklog int `yaml:"max_backlog"`
+	// ClaimAfter: entries a replica read and did not write for this long (it
+	// died, or its sink fails) are taken over by another replica. default: 30s.
+	ClaimAfter time.Duration `yaml:"claim_after"`
 }
 
 // Log output.

@@ -404,6 +404,12 @@ func TestValidateRejects(t *testing.T) {
 		{"webhooks.timeout 0", func(c *Config) { c.Webhooks.Timeout = 0 }, "webhooks.timeout"},
 		{"webhooks.retry_schedule empty", func(c *Config) { c.Webhooks.RetrySchedule = nil }, "webhooks.retry_schedule"},
 		{"webhooks.retry_schedule step 0", func(c *Config) { c.Webhooks.RetrySchedule = []time.Duration{time.Second, 0} }, "webhooks.retry_schedule"},
+		{"audit.sink", func(c *Config) { c.Audit.Sink = "syslog" }, "audit.sink"},
+		{"audit.file missing", func(c *Config) { c.Audit.Sink = "file" }, "audit.file"},
+		{"audit.file_max_bytes 0", func(c *Config) { c.Audit.FileMaxBytes = 0 }, "audit.file_max_bytes"},
+		{"audit.file_keep negative", func(c *Config) { c.Audit.FileKeep = -1 }, "audit.file_keep"},
+		{"audit.max_backlog 0", func(c *Config) { c.Audit.MaxBacklog = 0 }, "audit.max_backlog"},
+		{"audit.claim_after 0", func(c *Config) { c.Audit.ClaimAfter = 0 }, "audit.claim_after"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -64,6 +64,14 @@ func Defaults() Config {
 				30 * time.Minute, time.Hour, 2 * time.Hour, 4 * time.Hour, 8 * time.Hour,
 			},
 		},
+		Audit: Audit{
+			// log: nothing is lost unless an operator turns it off.
+			Sink:         "log",
+			FileMaxBytes: 100 << 20,
+			FileKeep:     10,
+			MaxBacklog:   100000,
+			ClaimAfter:   30 * time.Second,
+		},
 		Log: Log{
 			Format: "json",
 			Level:  "info",

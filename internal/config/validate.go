@@ -73,6 +73,8 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	c.Audit.validate(&p)
+
 	if c.Runtime.MaxProcs < 0 {
 		p.add("runtime.max_procs", "must be >= 0 (0: Go's default), got %d", c.Runtime.MaxProcs)
 	}
@@ -361,4 +363,26 @@ func formatDuration(d time.Duration) string {
 		s = s[:len(s)-2]
 	}
 	return s
+}
+
+func (a *Audit) validate(p *problems) {
+	switch a.Sink {
+	case "log", "none":
+	case "file":
+		if a.File == "" {
+			p.add("audit.file", "required when audit.sink is file")
+		}
+	default:
+		p.add("audit.sink", "must be log, file or none, got %q", a.Sink)
+	}
+	if a.FileMaxBytes <= 0 {
+		p.add("audit.file_max_bytes", "must be greater than 0, got %d", a.FileMaxBytes)
+	}
+	if a.FileKeep < 0 {
+		p.add("audit.file_keep", "must be >= 0, got %d", a.FileKeep)
+	}
+	if a.MaxBacklog <= 0 {
+		p.add("audit.max_backlog", "must be greater than 0, got %d", a.MaxBacklog)
+	}
+	p.positive("audit.claim_after", a.ClaimAfter)
 }

@@ -22,6 +22,14 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 	if err := s.reqs.Ready(c.UserContext()); err != nil {
 		return err
 	}
+	if f := s.opts.AuditStatus; f != nil {
+		ok, detail := f()
+		state := "ok"
+		if !ok {
+			state = "failing"
+		}
+		return c.JSON(fiber.Map{"status": "ready", "audit": fiber.Map{"status": state, "detail": detail}})
+	}
 	return c.JSON(fiber.Map{"status": "ready"})
 }
 
@@ -308,7 +316,7 @@ func (s *Server) cancel(c *fiber.Ctx) error {
 
 func (s *Server) remove(c *fiber.Ctx) error {
 	p := principal(c)
-	if err := s.reqs.Delete(c.UserContext(), p.Tenant, c.Params("id")); err != nil {
+	if err := s.reqs.DeleteBy(c.UserContext(), p.Tenant, c.Params("id"), p.KeyID); err != nil {
 		return err
 	}
 	return c.SendStatus(fiber.StatusNoContent)

@@ -28,7 +28,8 @@ type Requests interface {
 	Complete(ctx context.Context, p domain.TransitionParams, in domain.CompleteInput) (*domain.Request, error)
 	Fail(ctx context.Context, p domain.TransitionParams, in domain.FailInput) (*domain.Request, error)
 	Cancel(ctx context.Context, p domain.TransitionParams, in domain.CancelInput) (*domain.Request, error)
-	Delete(ctx context.Context, tenant, id string) error
+	// DeleteBy deletes a request; by (the caller's key id) goes into the audit trail.
+	DeleteBy(ctx context.Context, tenant, id, by string) error
 	Ready(ctx context.Context) error
 }
 
@@ -99,6 +100,10 @@ type Options struct {
 	// CORSOrigins are the origins allowed to call the API from a browser, "*"
 	// for every one (spec §13; cors.go). default: none, no CORS headers.
 	CORSOrigins []string
+	// AuditStatus, when set, says whether the audit sink takes lines; /readyz
+	// shows it (and stays 200: a failing sink does not stop the service, its
+	// entries wait in Redis). default: nil, /readyz says nothing of the audit.
+	AuditStatus func() (ok bool, detail string)
 }
 
 // Server is the HTTP API.

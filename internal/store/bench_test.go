@@ -1,13 +1,17 @@
 package store_test
 
 import (
+	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/asyncstatus/asyncstatus/internal/audit"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/store"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
@@ -152,4 +156,79 @@ func BenchmarkStore(b *testing.B) {
 			}
 		})
 	})
+}
+
+// discardSink is an audit sink that keeps nothing, so that a benchmark measures
+// what the audit trail costs the service and Redis, not a disk.
+type discardSink struct{ lines atomic.Int64 }
+
+func (d *discardSink) Write(_ context.Context, lines [][]byte) error {
+	d.lines.Add(int64(len(lines)))
+	return nil
+}
+func (d *discardSink) Close() error { return nil }
+
+// BenchmarkLifecycle measures one reference request's whole life (create,
+// processing, complete) on a real redis-server, in parallel, without the audit
+// trail and with it (the entries recorded by the scripts, and a drainer
+// writing them to a sink that discards them, as each serve replica runs one),
+// so that the two are compared in one run:
+//
+//	go test -run XXX -bench BenchmarkLifecycle -count 5 ./internal/store/
+func BenchmarkLifecycle(b *testing.B) {
+	in, prog, done := loadReference(b)
+	for _, on := range []bool{false, true} {
+		name := "audit=off"
+		if on {
+			name = "audit=on"
+		}
+		b.Run(name, func(b *testing.B) {
+			rdb := redis.NewClient(&redis.Options{Addr: testenv.Redis(b), PoolSize: 64})
+			b.Cleanup(func() { rdb.Close() })
+			o := store.Options{Prefix: testenv.Isolate(b), Retention: 720 * time.Hour, AutoPipeline: true}
+			if on {
+				o.AuditBacklog = 100000
+			}
+			s, err := store.New(rdb, o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sink := &discardSink{}
+			if on {
+				d, err := audit.NewDrainer(s, audit.Options{Sink: sink, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+				if err != nil {
+					b.Fatal(err)
+				}
+				s.OnAudit(d.Nudge)
+				dctx, cancel := context.WithCancel(ctx)
+				stopped := make(chan struct{})
+				go func() { defer close(stopped); d.Run(dctx) }()
+				b.Cleanup(func() { cancel(); <-stopped })
+			}
+			b.ResetTimer()
+			b.SetParallelism(8)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					r, _, err := s.Create(ctx, domain.CreateParams{Tenant: "bench", CreatedBy: "key_b", Input: in})
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					p := domain.TransitionParams{Tenant: "bench", ID: r.ID, By: "key_b"}
+					if _, err := s.MarkProcessing(ctx, p, prog); err != nil {
+						b.Error(err)
+						return
+					}
+					if _, err := s.Complete(ctx, p, done); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			if on {
+				b.ReportMetric(float64(sink.lines.Load())/float64(3*b.N), "written/event")
+			}
+		})
+	}
 }

@@ -96,6 +96,17 @@ func (k keys) apiKey(id string) string { return k.prefix + ":key:" + id }
 // tenants: set of every tenant that ever created a request; the sweeper walks it.
 func (k keys) tenants() string { return k.prefix + ":tenants" }
 
+// audit: stream of audit entries (docs/operations.md, Audit trail), one per
+// create, transition, heartbeat and delete, written by the same script as the
+// change; consumer group "audit". Entries are deleted once a sink has written
+// them. It is built from the tag of the tenant's records, so that it stays in
+// the slot of the records whose changes it holds: when a tenant's records are
+// spread over several tags, each tag gets its own audit stream (auditOfTag).
+func (k keys) audit(tenant string) string { return k.auditOfTag("{" + tenant + "}") }
+
+// auditOfTag is the audit stream of the records under hash tag tag ("{T}").
+func (k keys) auditOfTag(tag string) string { return k.prefix + ":" + tag + ":au" }
+
 // Webhooks (spec §10, store/webhooks.go).
 
 // webhook: hash describing one endpoint (u url, ev event letters, d description,

@@ -36,6 +36,11 @@ import (
 // script shows (about 50 times slower; needs valgrind):
 //
 //	ASYNCSTATUS_BENCH_METER=callgrind go test -run XXX -bench BenchmarkRedisCost -benchtime 2000x ./internal/store/
+//
+// With ASYNCSTATUS_BENCH_AUDIT=1 the store records audit entries (audit.sink
+// log or file, the default bound), and a last step, Drain, measures what the
+// drainer's reads, acknowledgements and deletes of those entries cost Redis per
+// entry (callgrind only: commandstats meters one command).
 func BenchmarkRedisCost(b *testing.B) {
 	in, prog, done := loadReference(b)
 	var rdb *redis.Client
@@ -49,7 +54,12 @@ func BenchmarkRedisCost(b *testing.B) {
 		spent = commandstatsMeter(b, rdb)
 	}
 	b.Cleanup(func() { rdb.Close() })
-	s, err := store.New(rdb, store.Options{Prefix: "as", Retention: 720 * time.Hour})
+	auditOn := os.Getenv("ASYNCSTATUS_BENCH_AUDIT") == "1"
+	o := store.Options{Prefix: "as", Retention: 720 * time.Hour}
+	if auditOn {
+		o.AuditBacklog = 100000
+	}
+	s, err := store.New(rdb, o)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -131,6 +141,31 @@ func BenchmarkRedisCost(b *testing.B) {
 	}, func(i int) error {
 		return yardstick.CompleteScript.Run(ctx, rdb, []string{bl(i)}, "1764410404512", "answer", string(done.Result)).Err()
 	}, "evalsha")
+	if auditOn && unit == "redis-instr/op" {
+		b.Run("Drain", func(b *testing.B) {
+			if b.N == 1 { // the testing package's probe run: leave the entries to the measured one
+				return
+			}
+			spent("")
+			n := 0
+			for {
+				evs, err := s.ReadAudit(ctx, "bench", []string{"bench"}, 500)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(evs) == 0 {
+					break
+				}
+				if err := s.AckAudit(ctx, evs); err != nil {
+					b.Fatal(err)
+				}
+				n += len(evs)
+			}
+			if n > 0 {
+				b.ReportMetric(spent("")/float64(n), "redis-instr/entry")
+			}
+		})
+	}
 }
 
 // commandstatsMeter returns the microseconds Redis spent in command cmd since

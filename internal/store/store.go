@@ -70,6 +70,12 @@ type Options struct {
 	// interval after its expires_at, so serve sets it to lifecycle.sweep_interval.
 	// default: 10s.
 	RetentionBucket time.Duration
+	// AuditBacklog > 0 makes every create, transition, heartbeat and delete
+	// record an audit entry in the same script (audit.go), and is how many
+	// entries a tenant's audit stream may hold while the sink does not take
+	// them; past it, entries are counted as dropped instead. default: 0, no
+	// audit entries (audit.sink none).
+	AuditBacklog int
 }
 
 // ScriptObserver learns how each Lua script call went. name is the script's file
@@ -95,6 +101,7 @@ type Store struct {
 	slotKeys    map[int]string  // a key in each cluster slot Ready has asked about (ready.go)
 
 	outboxHook outboxHook // tells an in-process webhook dispatcher about writes (webhooks.go)
+	auditHook  outboxHook // tells an in-process audit drainer about writes (audit.go)
 }
 
 // New returns a Store over rdb. It does not talk to Redis: a Redis that is down at
@@ -150,6 +157,7 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 		{"BUCKET_WIDTH", o.RetentionBucket.Milliseconds()},
 		{"IDEMPOTENCY_TTL", millis(o.IdempotencyTTL)},
 		{"OUTBOX_BOUND", strconv.Itoa(outboxCap)},
+		{"AUDIT_BOUND", int64(max(o.AuditBacklog, 0))},
 		{"PUBLISH", publishCommand(rdb)},
 	})); err != nil {
 		return nil, err
@@ -273,12 +281,12 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 		// created_at is the id's own timestamp, so that id order is creation order.
 		created := uuidTime(u)
 		keys := []string{s.k.record(p.Tenant, id), s.k.meta(p.Tenant), s.k.index(p.Tenant, domain.StatusQueued, in.Type),
-			s.k.webhookFilter(p.Tenant), s.k.outbox(p.Tenant)}
+			s.k.webhookFilter(p.Tenant), s.k.outbox(p.Tenant), s.k.audit(p.Tenant)}
 		if p.IdemKey != "" {
 			keys = append(keys, s.idemKey(p.Tenant, "create", "", p.IdemKey))
 		}
 		r, err := s.run(ctx, s.sc.create, keys, id, ms(created), newRecord(in.Type, p.CreatedBy, in.Context),
-			fp, stale, in.Type)
+			fp, stale, in.Type, p.CreatedBy)
 		if err != nil {
 			return nil, false, backend("create request", err)
 		}
@@ -286,6 +294,7 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 		case codeOK:
 			s.registerTenant(ctx, p.Tenant)
 			s.outboxHook.written(p.Tenant)
+			s.auditHook.written(p.Tenant)
 			return &domain.Request{ID: id, Type: in.Type, Status: domain.StatusQueued, Context: in.Context,
 				CreatedBy: p.CreatedBy, CreatedAt: domain.Time{Time: created}, UpdatedAt: domain.Time{Time: created}, Version: 1}, false, nil
 		case codeReplay:
@@ -542,7 +551,7 @@ func (s *Store) transition(ctx context.Context, p domain.TransitionParams, op st
 	}
 	ca, _ := idMillis(p.ID)
 	keys := []string{s.k.record(p.Tenant, p.ID), s.k.deadlines(p.Tenant), s.k.retentionBuckets(p.Tenant),
-		s.k.pacing(p.Tenant, p.ID), s.k.meta(p.Tenant), s.k.webhookFilter(p.Tenant), s.k.outbox(p.Tenant),
+		s.k.pacing(p.Tenant, p.ID), s.k.meta(p.Tenant), s.k.webhookFilter(p.Tenant), s.k.outbox(p.Tenant), s.k.audit(p.Tenant),
 		s.k.changes(p.Tenant, p.ID)}
 	fp := ""
 	if p.IdemKey != "" {
@@ -556,6 +565,7 @@ func (s *Store) transition(ctx context.Context, p domain.TransitionParams, op st
 	}
 	if r.code == codeOK {
 		s.outboxHook.written(p.Tenant)
+		s.auditHook.written(p.Tenant)
 	}
 	if r.code == codeOK || r.code == codeReplay {
 		return decodeRecord(p.ID, r.str, false)
@@ -563,17 +573,25 @@ func (s *Store) transition(ctx context.Context, p domain.TransitionParams, op st
 	return nil, s.scriptError(op+" request", p.ID, r.code, r.detail())
 }
 
-// Delete removes a request and everything that belongs to it.
+// Delete removes a request and everything that belongs to it; its audit
+// entry names no actor (by ""). Callers that know who asked use DeleteBy.
 func (s *Store) Delete(ctx context.Context, tenant, id string) error {
+	return s.DeleteBy(ctx, tenant, id, "")
+}
+
+// DeleteBy removes a request and everything that belongs to it; by (a key id)
+// is who asked, for the audit entry.
+func (s *Store) DeleteBy(ctx context.Context, tenant, id, by string) error {
 	if !validID(id) {
 		return domain.ErrNotFound()
 	}
-	keys := []string{s.k.record(tenant, id), s.k.deadlines(tenant), s.k.pacing(tenant, id), s.k.changes(tenant, id)}
-	r, err := s.run(ctx, s.sc.remove, keys, id, ms(s.now()), s.k.indexPrefix(tenant))
+	keys := []string{s.k.record(tenant, id), s.k.deadlines(tenant), s.k.pacing(tenant, id), s.k.audit(tenant), s.k.meta(tenant), s.k.changes(tenant, id)}
+	r, err := s.run(ctx, s.sc.remove, keys, id, ms(s.now()), s.k.indexPrefix(tenant), by)
 	if err != nil {
 		return backend("delete request "+id, err)
 	}
 	if r.code == codeOK {
+		s.auditHook.written(tenant)
 		return nil
 	}
 	return s.scriptError("delete request", id, r.code, r.rest)

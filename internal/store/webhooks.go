@@ -370,73 +370,16 @@ func (s *Store) ReadOutbox(ctx context.Context, consumer string, want map[string
 		}
 	}
 	sort.Strings(tenants)
+	got, err := s.readNew(ctx, "read webhook outbox", webhookGroup, consumer, tenants, s.k.outbox,
+		func(t string) int64 { return int64(want[t]) })
 	var out []domain.WebhookMessage
-	var firstErr error
-	for len(tenants) > 0 {
-		chunk := tenants[:min(len(tenants), pipelineChunk/2)]
-		tenants = tenants[len(chunk):]
-		msgs, missing, err := s.readGroups(ctx, chunk, consumer, want)
-		if err != nil && firstErr == nil {
-			firstErr = err
-		}
-		if len(missing) > 0 {
-			// No group yet (or the outbox was pruned): make it and read again.
-			s.createGroups(ctx, missing)
-			more, _, err := s.readGroups(ctx, missing, consumer, want)
-			if err != nil && firstErr == nil {
-				firstErr = err
-			}
-			msgs = append(msgs, more...)
-		}
-		out = append(out, msgs...)
-	}
-	return out, firstErr
-}
-
-func (s *Store) readGroups(ctx context.Context, tenants []string, consumer string, want map[string]int) (msgs []domain.WebhookMessage, missing []string, err error) {
-	cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
-	defer cancel()
-	cmds := make([]*redis.XStreamSliceCmd, len(tenants))
-	_, _ = s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
-		for i, t := range tenants {
-			cmds[i] = p.XReadGroup(cctx, &redis.XReadGroupArgs{Group: webhookGroup, Consumer: consumer,
-				Streams: []string{s.k.outbox(t), ">"}, Count: int64(want[t]), Block: -1})
-		}
-		return nil
-	})
-	for i, c := range cmds {
-		res, cerr := c.Result()
-		switch {
-		case cerr == nil:
-			for _, st := range res {
-				for _, m := range s.decodeEntries(ctx, tenants[i], st.Messages) {
-					m.Attempt = 1
-					msgs = append(msgs, m)
-				}
-			}
-		case errors.Is(cerr, redis.Nil):
-		case strings.HasPrefix(cerr.Error(), "NOGROUP"):
-			missing = append(missing, tenants[i])
-		default:
-			if err == nil {
-				err = backend("read webhook outbox", cerr)
-			}
+	for _, t := range tenants {
+		for _, m := range s.decodeEntries(ctx, t, got[t]) {
+			m.Attempt = 1
+			out = append(out, m)
 		}
 	}
-	return msgs, missing, err
-}
-
-// createGroups makes the consumer group of each tenant's outbox, reading from the
-// start: entries added before the group existed are delivered too.
-func (s *Store) createGroups(ctx context.Context, tenants []string) {
-	cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
-	defer cancel()
-	_, _ = s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
-		for _, t := range tenants {
-			p.XGroupCreateMkStream(cctx, s.k.outbox(t), webhookGroup, "0") // BUSYGROUP: a replica was first
-		}
-		return nil
-	})
+	return out, err
 }
 
 // ClaimStaleOutbox takes over, for consumer, messages that another consumer read
@@ -512,15 +455,7 @@ func (s *Store) decodeEntries(ctx context.Context, tenant string, xs []redis.XMe
 			bad = append(bad, x.ID)
 		}
 	}
-	if len(bad) > 0 {
-		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
-		defer cancel()
-		_, _ = s.rdb.TxPipelined(cctx, func(p redis.Pipeliner) error {
-			p.XAck(cctx, s.k.outbox(tenant), webhookGroup, bad...)
-			p.XDel(cctx, s.k.outbox(tenant), bad...)
-			return nil
-		})
-	}
+	s.dropEntries(ctx, s.k.outbox(tenant), webhookGroup, bad)
 	return out
 }
 
@@ -698,22 +633,28 @@ func (s *Store) SettleWebhook(ctx context.Context, m domain.WebhookMessage, o do
 // (dispatchers of replicas that are gone) idle longer than idle with nothing
 // pending, except self. It returns how many it removed.
 func (s *Store) ReapWebhookConsumers(ctx context.Context, tenant, self string, idle time.Duration) (int, error) {
+	return s.reapConsumers(ctx, s.k.outbox(tenant), webhookGroup, self, idle)
+}
+
+// reapConsumers removes from the consumer group of stream the consumers idle
+// longer than idle with nothing pending, except self.
+func (s *Store) reapConsumers(ctx context.Context, stream, group, self string, idle time.Duration) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
-	cs, err := s.rdb.XInfoConsumers(ctx, s.k.outbox(tenant), webhookGroup).Result()
+	cs, err := s.rdb.XInfoConsumers(ctx, stream, group).Result()
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "NOGROUP") || strings.Contains(err.Error(), "no such key") {
 			return 0, nil
 		}
-		return 0, backend("list webhook consumers", err)
+		return 0, backend("list consumers of "+group, err)
 	}
 	n := 0
 	for _, c := range cs {
 		if c.Name == self || c.Pending > 0 || c.Idle < idle {
 			continue
 		}
-		if err := s.rdb.XGroupDelConsumer(ctx, s.k.outbox(tenant), webhookGroup, c.Name).Err(); err != nil {
-			return n, backend("remove webhook consumer", err)
+		if err := s.rdb.XGroupDelConsumer(ctx, stream, group, c.Name).Err(); err != nil {
+			return n, backend("remove consumer of "+group, err)
 		}
 		n++
 	}

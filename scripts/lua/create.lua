@@ -7,18 +7,19 @@
 --         sweeper times the queued timeout from, so a queued request has no
 --         deadline entry (that zset holds processing requests only)
 -- KEYS[4] webhook filter hash (endpoint id -> event letters)
--- KEYS[5] webhook outbox stream  KEYS[6] idempotency key (optional)
+-- KEYS[5] webhook outbox stream  KEYS[6] audit stream  KEYS[7] idempotency key (optional)
 -- ARGV[1] id                     ARGV[2] now = created_at (unix ms, the id's own)
 -- ARGV[3] the record (lib.lua's layout, built by record.go)
 -- ARGV[4] idempotency fingerprint (body digest)
 -- ARGV[5] stale id: an idempotency entry naming this id may be replaced (its record is gone)
--- ARGV[6] type
--- Constants (store.New, through luaConstants in scripts.go): IDEMPOTENCY_TTL (ms), OUTBOX_BOUND (XADD MAXLEN ~).
+-- ARGV[6] type                   ARGV[7] created_by (for the audit entry)
+-- Constants (store.New, through luaConstants in scripts.go): IDEMPOTENCY_TTL (ms), OUTBOX_BOUND (XADD MAXLEN ~),
+-- AUDIT_BOUND (the audit entry: audit_add).
 -- A created request emits request.created to the endpoints that asked for it (emit_webhooks).
 -- Returns one string (see poll.lua): "0" created | "2" tenant frozen
 --   "4" idempotency key reused with another body | "5" .. id replay: the key already made request id
 local record, meta, qset, hooks, outbox, idem =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[7]
 local id, now, rec = ARGV[1], ARGV[2], ARGV[3]
 
 local m = rcall('HMGET', meta, 'fz', 'wh', 't:' .. ARGV[6])
@@ -43,4 +44,5 @@ if not rcall('SET', record, rec, 'NX') then return redis.error_reply('ERR id col
 rcall('ZADD', qset, now, id)
 if not m[3] then rcall('HSET', meta, 't:' .. ARGV[6], '1') end
 if m[2] then emit_webhooks(hooks, outbox, OUTBOX_BOUND, 'q', id, now, rec) end
+if AUDIT_BOUND > 0 then audit_add(KEYS[6], meta, id, '1', '1', '', 'q', ARGV[7], now, ARGV[6], '') end
 return '0'

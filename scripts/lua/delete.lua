@@ -2,9 +2,10 @@
 -- and its index entries. A retention bucket may still list it: the sweeper skips
 -- entries whose record is gone (sweep.lua).
 -- KEYS[1] record   KEYS[2] deadline zset   KEYS[3] pacing hash
--- KEYS[4] change channel (the record's hash tag): the deletion announces
+-- KEYS[4] audit stream   KEYS[5] tenant meta hash (audit_add counts a full stream there)
+-- KEYS[6] change channel (the record's hash tag): the deletion announces
 --         "<id>,<version>" there, so that waiters and streams learn it is gone
--- ARGV[1] id   ARGV[2] now (unix ms)
+-- ARGV[1] id   ARGV[2] now (unix ms)   ARGV[4] by (key id, for the audit entry)
 -- ARGV[3] index key prefix ("<prefix>:{<tenant>}:ix:"): the request's index,
 --         "<prefix><status letter>:<type>", is named from its record (same slot)
 -- Constant PUBLISH: 'SPUBLISH' on a Cluster, else 'PUBLISH'.
@@ -17,5 +18,10 @@ if gone(ex, ARGV[2]) then return {1} end
 rcall('DEL', record, KEYS[3])
 rcall('ZREM', ARGV[3] .. st .. ':' .. typ, id)
 rcall('ZREM', KEYS[2], id)
-rcall(PUBLISH, KEYS[4], id .. ',' .. string.match(rec, '^.\31([^\31]*)'))
+-- the audit entry of a delete: version and seq one past the record's last
+if AUDIT_BOUND > 0 then
+  local f = rec_split(rec)
+  audit_add(KEYS[4], KEYS[5], id, tostring(tonumber(f[2]) + 1), tostring(tonumber(audit_seq(f[8])) + 1), st, '', ARGV[4], ARGV[2], typ, '')
+end
+rcall(PUBLISH, KEYS[6], id .. ',' .. string.match(rec, '^.\31([^\31]*)'))
 return {0}

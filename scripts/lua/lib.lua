@@ -88,3 +88,36 @@ local function emit_webhooks(hooks, outbox, maxlen, ev, id, now, rec)
   end
   return n
 end
+
+-- audit_add appends one audit entry to the tenant's audit stream, in the step
+-- that made the change (docs/operations.md, Audit trail): one value, fields
+-- joined by byte 31: request id, version after the change, the /events seq of
+-- the status event, from and to (status letters, "" for none), by, the time,
+-- the request type and, for a failure, its code. Nothing else of the request
+-- (context, result, progress, reasons) ever enters it. With AUDIT_BOUND
+-- entries already waiting (the sink is failing), the entry is not written and
+-- the tenant meta hash's field ad counts it, so that the drainer reports the
+-- gap. Callers skip it when AUDIT_BOUND is 0 (audit.sink none).
+local function audit_add(audit, meta, id, v, seq, from, to, by, now, typ, code)
+  if rcall('XLEN', audit) >= AUDIT_BOUND then
+    rcall('HINCRBY', meta, 'ad', 1)
+    return
+  end
+  rcall('XADD', audit, '*', 'e', id .. '\31' .. v .. '\31' .. seq .. '\31' .. from .. '\31' .. to .. '\31' .. by ..
+    '\31' .. now .. '\31' .. typ .. '\31' .. code)
+end
+
+-- audit_seq is the /events seq of a record's latest status event, from its
+-- events field (the events after the first, at most two).
+local function audit_seq(ev)
+  if ev == '' then return '1' end
+  if string.find(ev, ',', 1, true) then return '3' end
+  return '2'
+end
+
+-- failure_code is the code of a failure payload ({"code":"...",...}, which Go
+-- always writes code first) for statuses f and e, else "".
+local function failure_code(to, payload)
+  if to ~= 'f' and to ~= 'e' then return '' end
+  return string.match(payload, '^{"code":"([^"]*)"') or ''
+end

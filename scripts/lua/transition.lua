@@ -6,10 +6,10 @@
 -- KEYS[3] retention bucket index (zset of bucket ends)
 -- KEYS[4] pacing hash      KEYS[5] tenant meta hash (its wh field: has webhook endpoints)
 -- KEYS[6] webhook filter hash (endpoint id -> event letters)
--- KEYS[7] webhook outbox stream
--- KEYS[8] change channel (the record's hash tag): an applied call announces
+-- KEYS[7] webhook outbox stream                    KEYS[8] audit stream
+-- KEYS[9] change channel (the record's hash tag): an applied call announces
 --         "<id>,<version>" on it for the waiters (internal/store/hub.go)
--- KEYS[9] idempotency key (optional)
+-- KEYS[10] idempotency key (optional)
 -- ARGV[1] target status: p s f c e        ARGV[2] now (unix ms)
 -- ARGV[3] by (key id, or "system")
 -- ARGV[4] payload: progress / result / failure JSON, cancel reason JSON, or ""
@@ -31,8 +31,9 @@
 -- The configuration comes as constants (store.New, through luaConstants in scripts.go):
 -- QUEUED_TIMEOUT, PROCESSING_TIMEOUT, RETENTION (ms, 0 = forever), each with its
 -- per-type ";t=ms;" string (..._BY_TYPE), IDEMPOTENCY_TTL (ms), OUTBOX_BOUND
--- (XADD MAXLEN ~), BUCKET_WIDTH (ms, the retention buckets') and PUBLISH
--- ('SPUBLISH' on a Cluster, else 'PUBLISH').
+-- (XADD MAXLEN ~), BUCKET_WIDTH (ms, the retention buckets'), AUDIT_BOUND
+-- (entries the audit stream may hold; 0: audit off) and PUBLISH ('SPUBLISH' on a
+-- Cluster, else 'PUBLISH').
 -- An applied status change emits its webhook event (emit_webhooks, when the tenant
 -- has endpoints: meta field wh): queued ->
 -- processing emits p (request.processing), a terminal status its own letter. A
@@ -45,7 +46,7 @@
 --   "6" .. record  already terminal (record untouched)
 --   "7" sweeper guard failed: nothing to do
 local record, deadlines, buckets, pacing, meta, hooks, outbox, idem =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[9]
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[10]
 local to, now, by, payload, guard, id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[6], ARGV[8]
 
 local rec = rcall('GET', record)
@@ -129,8 +130,10 @@ else
 end
 
 if idem then rcall('SET', idem, ARGV[7], 'PX', IDEMPOTENCY_TTL) end
+-- every applied call, heartbeats included, is an audit entry (AUDIT_BOUND: lib.lua)
+if AUDIT_BOUND > 0 then audit_add(KEYS[8], meta, id, f[2], audit_seq(f[8]), from, to, by, now, f[3], failure_code(to, payload)) end
 -- every applied call changes the version (a heartbeat too): wake the waiters
-rcall(PUBLISH, KEYS[8], id .. ',' .. f[2])
+rcall(PUBLISH, KEYS[9], id .. ',' .. f[2])
 -- the meta hash is small and read by every create and poll: asking it whether
 -- there are endpoints at all is cheaper than reading an absent filter hash
 if from ~= to and rcall('HGET', meta, 'wh') then

@@ -1,0 +1,88 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Consumer-group reads shared by the webhook outbox and the audit streams:
+// both are one stream per tenant, read by every replica through one group.
+
+// readNew reads, for consumer of group, up to count(t) new entries (XREADGROUP
+// ">") of each tenant's stream named by stream(t), pipelined a chunk of tenants
+// at a time. A stream without the group (first use, or the stream was pruned)
+// gets it, made from the start so that entries written before it are read too,
+// and is read again. It returns each tenant's entries, and the first error
+// (wrapped as op) while still reading the other tenants.
+func (s *Store) readNew(ctx context.Context, op, group, consumer string, tenants []string, stream func(string) string, count func(string) int64) (map[string][]redis.XMessage, error) {
+	out := map[string][]redis.XMessage{}
+	var firstErr error
+	read := func(ts []string) (missing []string) {
+		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+		defer cancel()
+		cmds := make([]*redis.XStreamSliceCmd, len(ts))
+		_, _ = s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
+			for i, t := range ts {
+				cmds[i] = p.XReadGroup(cctx, &redis.XReadGroupArgs{Group: group, Consumer: consumer,
+					Streams: []string{stream(t), ">"}, Count: count(t), Block: -1})
+			}
+			return nil
+		})
+		for i, c := range cmds {
+			res, err := c.Result()
+			switch {
+			case err == nil:
+				for _, st := range res {
+					out[ts[i]] = append(out[ts[i]], st.Messages...)
+				}
+			case errors.Is(err, redis.Nil):
+			case strings.HasPrefix(err.Error(), "NOGROUP"):
+				missing = append(missing, ts[i])
+			default:
+				if firstErr == nil {
+					firstErr = backend(op, err)
+				}
+			}
+		}
+		return missing
+	}
+	for len(tenants) > 0 {
+		chunk := tenants[:min(len(tenants), pipelineChunk/2)]
+		tenants = tenants[len(chunk):]
+		if missing := read(chunk); len(missing) > 0 {
+			s.createGroups(ctx, group, missing, stream)
+			read(missing)
+		}
+	}
+	return out, firstErr
+}
+
+// createGroups makes group on each tenant's stream, reading from the start.
+func (s *Store) createGroups(ctx context.Context, group string, tenants []string, stream func(string) string) {
+	cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+	defer cancel()
+	_, _ = s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
+		for _, t := range tenants {
+			p.XGroupCreateMkStream(cctx, stream(t), group, "0") // BUSYGROUP: a replica was first
+		}
+		return nil
+	})
+}
+
+// dropEntries acknowledges and deletes entries that do not decode (written by
+// hand, or by a later version), so that they are not handed out again and again.
+func (s *Store) dropEntries(ctx context.Context, stream, group string, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+	defer cancel()
+	_, _ = s.rdb.TxPipelined(cctx, func(p redis.Pipeliner) error {
+		p.XAck(cctx, stream, group, ids...)
+		p.XDel(cctx, stream, ids...)
+		return nil
+	})
+}
