@@ -161,10 +161,11 @@ func checkWebhookURL(s string) string {
 	return ""
 }
 
-// validPort reports whether p (digits, as url.Parse leaves a port) is 1..65535.
+// validPort reports whether p (digits, as url.Parse leaves a port) is 1..65535
+// written without leading zeros.
 func validPort(p string) bool {
 	n, err := strconv.Atoi(p)
-	return err == nil && n >= 1 && n <= 65535
+	return err == nil && n >= 1 && n <= 65535 && p[0] != '0'
 }
 
 func truncate(s string, n int) string {

@@ -21,6 +21,7 @@ func TestWebhookURLPort(t *testing.T) {
 		{"https://h.example:0/", false},
 		{"https://h.example:99999/", false},
 		{"https://h.example:65536/", false},
+		{"https://h.example:0443/", false},
 		{"https://h.example:/", false},
 		{"https://[::1]:/", false},
 		{"ftp://h.example/", false},
