@@ -112,7 +112,7 @@ func (a *Authenticator) APIKey(ctx context.Context, plain string) (domain.Princi
 	if !ok {
 		return domain.Principal{}, errUnauthenticated()
 	}
-	k, found, err := a.lookup(ctx, idPart)
+	k, found, err := a.lookup(ctx, idPart, plain)
 	if err != nil {
 		return domain.Principal{}, err
 	}
@@ -125,10 +125,11 @@ func (a *Authenticator) APIKey(ctx context.Context, plain string) (domain.Princi
 	return domain.Principal{Tenant: k.Tenant, KeyID: k.ID, Scopes: k.Scopes}, nil
 }
 
-// lookup finds the key of id part idPart. The caches are keyed by the id
-// part, so that a hit builds no string; idPart may point into a reused buffer
-// (a request header), so a new entry's key is a copy.
-func (a *Authenticator) lookup(ctx context.Context, idPart string) (domain.APIKey, bool, error) {
+// lookup finds the key of id part idPart (of the plain key plain). The caches
+// are keyed by the id part, so that a hit builds no string; idPart may point
+// into a reused buffer (a request header), so a new entry's key is a copy.
+// A key whose check fails is not found, without a lookup or a cache entry.
+func (a *Authenticator) lookup(ctx context.Context, idPart, plain string) (domain.APIKey, bool, error) {
 	now := a.now()
 	a.mu.Lock()
 	c, hit := a.hits[idPart]
@@ -137,7 +138,7 @@ func (a *Authenticator) lookup(ctx context.Context, idPart string) (domain.APIKe
 	switch {
 	case hit && now.Before(c.expires):
 		return c.key, true, nil
-	case miss && now.Before(until):
+	case miss && now.Before(until), !checkOK(plain):
 		return domain.APIKey{}, false, nil
 	}
 	k, err := a.keys.LookupKey(ctx, keyIDPrefix+idPart)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base32"
 	"encoding/base64"
+	"hash/crc32"
 	"fmt"
 	"strings"
 	"sync"
@@ -217,5 +219,28 @@ func TestKeyCacheEvictsOne(t *testing.T) {
 	}
 	if n := keys.lookups - before; n != 0 {
 		t.Fatalf("after a flood of unknown keys, %d of %d real keys were looked up again", n, len(real))
+	}
+}
+
+// TestKeyCheckIsCRC32C: the check is the CRC-32C of the 63 characters before
+// it, in the id's base32 alphabet (docs/design.md), and costs no allocation.
+func TestKeyCheckIsCRC32C(t *testing.T) {
+	plain, _, err := auth.NewKey("acme", domain.ScopeRead, "t", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := crc32.Checksum([]byte(plain[:63]), crc32.MakeTable(crc32.Castagnoli))
+	b := []byte{byte(sum >> 24), byte(sum >> 16), byte(sum >> 8), byte(sum)}
+	want := base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding).EncodeToString(b)
+	if plain[63:] != want {
+		t.Fatalf("check %q, want %q", plain[63:], want)
+	}
+	keys := &memKeys{m: map[string]domain.APIKey{}}
+	plain, k, _ := auth.NewKey("acme", domain.ScopeRead, "t", time.Now())
+	_ = keys.SaveKey(context.Background(), k)
+	a := auth.New(keys, []byte("secret"), time.Hour, nil)
+	ctx := context.Background()
+	if n := testing.AllocsPerRun(100, func() { _, _ = a.APIKey(ctx, plain) }); n != 0 {
+		t.Fatalf("a cached key costs %v allocations", n)
 	}
 }

@@ -49,24 +49,25 @@ func formatKey(raw []byte) (plain, idPart string) {
 	return body + string(appendCheck(check[:0], body)), idPart
 }
 
-// appendCheck appends the check characters of a key body.
+// appendCheck appends the check characters of a key body. The CRC is the
+// table loop written out over the string: crc32.Checksum needs a []byte,
+// and converting the key to one allocated on every authenticated call.
 func appendCheck(dst []byte, body string) []byte {
-	sum := crc32.Checksum([]byte(body), castagnoli)
+	sum := ^uint32(0)
+	for i := 0; i < len(body); i++ {
+		sum = castagnoli[byte(sum)^body[i]] ^ sum>>8
+	}
+	sum = ^sum
 	b := [4]byte{byte(sum >> 24), byte(sum >> 16), byte(sum >> 8), byte(sum)}
 	return idEncoding.AppendEncode(dst, b[:])
 }
 
-// parseKey returns the id part of a plain key, or false when plain cannot be a
-// key: wrong shape, or (current format) a check that does not match. A loop
-// rather than a regexp: it runs on every call.
+// parseKey returns the id part of a plain key, or false when plain has
+// neither key shape. A loop rather than a regexp: it runs on every call. The
+// check is left to checkOK, needed only before a lookup: a key found in the
+// cache is proven by its digest, which covers the check characters too.
 func parseKey(plain string) (idPart string, ok bool) {
-	switch {
-	case len(plain) == keyLen:
-	case len(plain) == legacyKeyLen:
-	default:
-		return "", false
-	}
-	if !strings.HasPrefix(plain, keyPrefix) {
+	if len(plain) != keyLen && len(plain) != legacyKeyLen || !strings.HasPrefix(plain, keyPrefix) {
 		return "", false
 	}
 	idPart = plain[len(keyPrefix) : len(keyPrefix)+keyIDLen]
@@ -75,11 +76,16 @@ func parseKey(plain string) (idPart string, ok bool) {
 			return "", false
 		}
 	}
-	if len(plain) == keyLen {
-		var check [keyCheckLen]byte
-		if string(appendCheck(check[:0], plain[:keyBodyLen])) != plain[keyBodyLen:] {
-			return "", false
-		}
-	}
 	return idPart, true
+}
+
+// checkOK reports whether a key of a shape parseKey accepts may be genuine:
+// its check matches (current format), or it has the legacy shape, which has
+// none.
+func checkOK(plain string) bool {
+	if len(plain) != keyLen {
+		return true
+	}
+	var check [keyCheckLen]byte
+	return string(appendCheck(check[:0], plain[:keyBodyLen])) == plain[keyBodyLen:]
 }

@@ -89,17 +89,9 @@ func (c *ijsonChecker) value(i, depth int) int {
 			if i < 0 {
 				return -1
 			}
-			i = skipSpace(b, i)
-			if i >= len(b) {
-				return -1
-			}
-			switch b[i] {
-			case ']':
-				return i + 1
-			case ',':
-				i = skipSpace(b, i+1)
-			default:
-				return -1
+			var done bool
+			if i, done = c.next(i, ']'); done {
+				return i
 			}
 		}
 	case 't', 'f', 'n':
@@ -167,19 +159,28 @@ func (c *ijsonChecker) object(i, depth int) int {
 		if i < 0 {
 			return -1
 		}
-		i = skipSpace(b, i)
-		if i >= len(b) {
-			return -1
-		}
-		switch b[i] {
-		case '}':
-			return i + 1
-		case ',':
-			i = skipSpace(b, i+1)
-		default:
-			return -1
+		var done bool
+		if i, done = c.next(i, '}'); done {
+			return i
 		}
 	}
+}
+
+// next reads what follows a member or an element at c.b[i]: the closing
+// byte (done, and the index after it) or a comma (the index of what follows
+// it); -1 and done on anything else.
+func (c *ijsonChecker) next(i int, closing byte) (int, bool) {
+	b := c.b
+	i = skipSpace(b, i)
+	switch {
+	case i >= len(b):
+		return -1, true
+	case b[i] == closing:
+		return i + 1, true
+	case b[i] == ',':
+		return skipSpace(b, i+1), false
+	}
+	return -1, true
 }
 
 // displayName is a member name as a field path may show it: the answer must

@@ -185,36 +185,19 @@ func raiseFileLimit(t *testing.T, n uint64) {
 // createOne creates a request and returns its id.
 func createOne(t *testing.T, base, key string) string {
 	t.Helper()
-	req, _ := http.NewRequest("POST", base+"/v1/requests", strings.NewReader(`{"type":"slow.bodies"}`))
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	a, body := newClient(base).do(request{op: "create", method: "POST", path: "/v1/requests", key: key, body: `{"type":"slow.bodies"}`})
+	id, _ := body["id"].(string)
+	if a.code != 202 || id == "" {
+		t.Fatalf("create: %s", a)
 	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	if res.StatusCode != 202 {
-		t.Fatalf("create: %d %s", res.StatusCode, b)
-	}
-	i := bytes.Index(b, []byte(`"id":"`))
-	if i < 0 {
-		t.Fatalf("create answer without id: %s", b)
-	}
-	return string(b[i+6 : i+6+36])
+	return id
 }
 
 // pollOnce polls id on a new connection and returns the status (0: no answer).
 func pollOnce(base, key, id string) int {
-	req, _ := http.NewRequest("GET", base+"/v1/requests/"+id, nil)
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Close = true
-	c := &http.Client{Timeout: 5 * time.Second}
-	res, err := c.Do(req)
-	if err != nil {
-		return 0
-	}
-	_, _ = io.Copy(io.Discard, res.Body)
-	res.Body.Close()
-	return res.StatusCode
+	c := newClient(base)
+	c.hc.Timeout = 5 * time.Second
+	c.hc.Transport = &http.Transport{DisableKeepAlives: true}
+	a, _ := c.do(request{op: "poll", method: "GET", path: "/v1/requests/" + id, key: key})
+	return a.code
 }
