@@ -134,7 +134,7 @@ const (
 	pollSecret    = "bench-poll-token-secret-0123456789abcdef"
 	// baselineKey stands where asyncstatus has an API key, same length, so that
 	// both servers parse the same bytes; the baseline ignores it.
-	baselineKey = "ask_baselinebaselinebaselinebaselinebaselinebaselinebaselineb"
+	baselineKey = "ask_baselinebaselinebaselinebaselinebaselinebaselinebaselinebaselineba"
 )
 
 // server is one process under test.

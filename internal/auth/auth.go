@@ -10,7 +10,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base32"
 	"encoding/base64"
 	"hash"
 	"regexp"
@@ -27,17 +26,7 @@ type KeyStore interface {
 	SaveKey(ctx context.Context, k domain.APIKey) error
 }
 
-const (
-	keyPrefix    = "ask_"
-	keyIDLen     = 16 // base32 characters of the public id
-	keySecretLen = 43 // base64url characters of 32 random bytes
-	keyIDPrefix  = "key_"
-)
-
-var (
-	idEncoding    = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
-	tenantPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-)
+var tenantPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
 // ValidTenant reports whether t can name a tenant: it appears in Redis hash tags and
 // in poll tokens, so braces, dots and upper case are refused.
@@ -48,30 +37,14 @@ func NewKey(tenant string, scopes domain.Scopes, name string, now time.Time) (pl
 	if !ValidTenant(tenant) {
 		return "", domain.APIKey{}, domain.Errorf(domain.ValidationFailed, "tenant must match %s", tenantPattern)
 	}
-	raw := make([]byte, 10+32)
+	raw := make([]byte, keyRandomBytes)
 	if _, err := rand.Read(raw); err != nil {
 		return "", domain.APIKey{}, err
 	}
-	idPart := idEncoding.EncodeToString(raw[:10])
-	plain = keyPrefix + idPart + base64.RawURLEncoding.EncodeToString(raw[10:])
+	plain, idPart := formatKey(raw)
 	k = domain.APIKey{ID: keyIDPrefix + idPart, Tenant: tenant, Scopes: scopes, Name: name,
 		CreatedAt: now.UTC().Truncate(time.Millisecond), Digest: sha256.Sum256([]byte(plain))}
 	return plain, k, nil
-}
-
-// parseKey returns the id part of a plain key (the public key id without its
-// "key_" prefix), or false. A loop rather than a regexp: it runs on every call.
-func parseKey(plain string) (string, bool) {
-	if len(plain) != len(keyPrefix)+keyIDLen+keySecretLen || !strings.HasPrefix(plain, keyPrefix) {
-		return "", false
-	}
-	idPart := plain[len(keyPrefix) : len(keyPrefix)+keyIDLen]
-	for i := 0; i < len(idPart); i++ {
-		if c := idPart[i]; !(c >= 'a' && c <= 'z' || c >= '2' && c <= '7') {
-			return "", false
-		}
-	}
-	return idPart, true
 }
 
 // Authenticator checks credentials.
@@ -81,8 +54,12 @@ type Authenticator struct {
 	secret   []byte
 	now      func() time.Time
 
-	mu    sync.Mutex
-	cache map[string]cached
+	// hits and misses cache lookups by id part, in two maps so that a flood
+	// of unknown ids (which pass the check only one time in 2^32, or have
+	// the legacy shape) can never push a real key out.
+	mu     sync.Mutex
+	hits   map[string]cached
+	misses map[string]time.Time // id part -> until when it is known absent
 
 	// macs pools keyed HMAC states (*macState): hmac.New allocates and keys a
 	// new one, about a tenth of a create's CPU.
@@ -97,20 +74,30 @@ type macState struct {
 
 type cached struct {
 	key     domain.APIKey
-	found   bool
 	expires time.Time
 }
 
-// maxCache bounds the cache so that random key ids cannot grow it without limit.
-const maxCache = 100_000
+// maxCache and maxMisses bound the caches so that random key ids cannot grow
+// them without limit; a full cache evicts one entry per new one.
+const (
+	maxCache  = 100_000
+	maxMisses = 10_000
+)
+
+// missTTL is how long an unknown key id is remembered as unknown. Short, and
+// independent of auth.key_cache_ttl (which bounds how long a revoked key keeps
+// working): a key id is random and unknown until its key is made, so caching
+// its absence delays no real key; it only spares Redis a repeated guess.
+const missTTL = 10 * time.Second
 
 // New returns an Authenticator. pollSecret keys the poll-token HMAC; cacheTTL is how
-// long a looked-up key (or its absence) is trusted: a revocation bites within it.
+// long a looked-up key is trusted (a revocation bites within it; 0: never
+// cached); an unknown key id is remembered for missTTL.
 func New(keys KeyStore, pollSecret []byte, cacheTTL time.Duration, now func() time.Time) *Authenticator {
 	if now == nil {
 		now = time.Now
 	}
-	a := &Authenticator{keys: keys, cacheTTL: cacheTTL, secret: pollSecret, now: now, cache: map[string]cached{}}
+	a := &Authenticator{keys: keys, cacheTTL: cacheTTL, secret: pollSecret, now: now, hits: map[string]cached{}, misses: map[string]time.Time{}}
 	a.macs.New = func() any { return &macState{h: hmac.New(sha256.New, a.secret)} }
 	return a
 }
@@ -125,12 +112,12 @@ func (a *Authenticator) APIKey(ctx context.Context, plain string) (domain.Princi
 	if !ok {
 		return domain.Principal{}, errUnauthenticated()
 	}
-	k, found, err := a.lookup(ctx, idPart)
+	k, found, err := a.lookup(ctx, idPart, plain)
 	if err != nil {
 		return domain.Principal{}, err
 	}
 	// hashed from a stack copy: []byte(plain) would allocate on every call
-	var buf [len(keyPrefix) + keyIDLen + keySecretLen]byte
+	var buf [keyLen]byte
 	d := sha256.Sum256(append(buf[:0], plain...))
 	if !found || subtle.ConstantTimeCompare(d[:], k.Digest[:]) != 1 {
 		return domain.Principal{}, errUnauthenticated()
@@ -138,33 +125,55 @@ func (a *Authenticator) APIKey(ctx context.Context, plain string) (domain.Princi
 	return domain.Principal{Tenant: k.Tenant, KeyID: k.ID, Scopes: k.Scopes}, nil
 }
 
-// lookup finds the key of id part idPart. The cache is keyed by the id part,
-// so that a hit builds no string; idPart may point into a reused buffer (a
-// request header), so a new entry's key is a copy.
-func (a *Authenticator) lookup(ctx context.Context, idPart string) (domain.APIKey, bool, error) {
+// lookup finds the key of id part idPart (of the plain key plain). The caches
+// are keyed by the id part, so that a hit builds no string; idPart may point
+// into a reused buffer (a request header), so a new entry's key is a copy.
+// A key whose check fails is not found, without a lookup or a cache entry;
+// plain is "" for KeyByID, whose id comes from a session made with a checked key.
+func (a *Authenticator) lookup(ctx context.Context, idPart, plain string) (domain.APIKey, bool, error) {
 	now := a.now()
-	if a.cacheTTL > 0 {
-		a.mu.Lock()
-		c, ok := a.cache[idPart]
-		a.mu.Unlock()
-		if ok && now.Before(c.expires) {
-			return c.key, c.found, nil
-		}
+	a.mu.Lock()
+	c, hit := a.hits[idPart]
+	until, miss := a.misses[idPart]
+	a.mu.Unlock()
+	switch {
+	case hit && now.Before(c.expires):
+		return c.key, true, nil
+	case miss && now.Before(until), plain != "" && !checkOK(plain):
+		return domain.APIKey{}, false, nil
 	}
 	k, err := a.keys.LookupKey(ctx, keyIDPrefix+idPart)
-	found := err == nil
 	if err != nil && domain.ErrorCode(err) != domain.NotFound {
 		return domain.APIKey{}, false, err
 	}
-	if a.cacheTTL > 0 {
-		a.mu.Lock()
-		if len(a.cache) >= maxCache {
-			clear(a.cache)
-		}
-		a.cache[strings.Clone(idPart)] = cached{key: k, found: found, expires: now.Add(a.cacheTTL)}
-		a.mu.Unlock()
+	found := err == nil
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	id := strings.Clone(idPart)
+	switch {
+	case !found:
+		delete(a.hits, idPart)
+		evictOne(a.misses, maxMisses)
+		a.misses[id] = now.Add(missTTL)
+	case a.cacheTTL > 0:
+		delete(a.misses, idPart)
+		evictOne(a.hits, maxCache)
+		a.hits[id] = cached{key: k, expires: now.Add(a.cacheTTL)}
 	}
 	return k, found, nil
+}
+
+// evictOne makes room for one entry in a map bounded to max: it deletes one
+// entry (the first the randomised map iteration yields), never the lot, so
+// that a full cache keeps serving the keys in use.
+func evictOne[V any](m map[string]V, max int) {
+	if len(m) < max {
+		return
+	}
+	for k := range m {
+		delete(m, k)
+		return
+	}
 }
 
 // PollToken derives the poll token of a request: "<tenant>.<base64url HMAC>". The

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base32"
 	"encoding/base64"
 	"fmt"
+	"hash/crc32"
 	"strings"
 	"sync"
 	"testing"
@@ -110,5 +112,135 @@ func TestPollToken(t *testing.T) {
 		if _, err := a.PollTokenPrincipal(bad.tok, bad.id); domain.ErrorCode(err) != domain.NotFound {
 			t.Errorf("PollTokenPrincipal(%q, %q): %v", bad.tok, bad.id, err)
 		}
+	}
+}
+
+// TestKeyCheckCostsNoLookup: a key whose check characters do not match its body
+// is refused without a store lookup, however plausible the rest; keys of the
+// legacy shape (no check, made before the check existed) still authenticate.
+func TestKeyCheckCostsNoLookup(t *testing.T) {
+	ctx := context.Background()
+	keys := &memKeys{m: map[string]domain.APIKey{}}
+	plain, k, err := auth.NewKey("acme", domain.ScopeRead, "t", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plain) != 70 || !strings.HasPrefix(plain, "ask_") {
+		t.Fatalf("key %q: want ask_ and 66 more characters", plain)
+	}
+	_ = keys.SaveKey(ctx, k)
+	a := auth.New(keys, []byte("secret"), time.Hour, nil)
+	if _, err := a.APIKey(ctx, plain); err != nil {
+		t.Fatalf("valid key: %v", err)
+	}
+	lookups := keys.lookups
+	// Every single-character change of the check, and of the secret, fails the check.
+	for i := len(plain) - 50; i < len(plain); i++ {
+		for _, c := range "a7A-" {
+			if byte(c) == plain[i] {
+				continue
+			}
+			bad := plain[:i] + string(c) + plain[i+1:]
+			if _, err := a.APIKey(ctx, bad); domain.ErrorCode(err) != domain.Unauthenticated {
+				t.Fatalf("%q: %v", bad, err)
+			}
+		}
+	}
+	// A made-up key with a fresh id: no lookup either.
+	fresh, _, _ := auth.NewKey("acme", domain.ScopeRead, "t", time.Now())
+	madeUp := fresh[:len(fresh)-1] + string("ab"[map[bool]int{true: 1}[fresh[len(fresh)-1] == 'a']])
+	if _, err := a.APIKey(ctx, madeUp); domain.ErrorCode(err) != domain.Unauthenticated {
+		t.Fatalf("made-up key: %v", err)
+	}
+	if keys.lookups != lookups {
+		t.Fatalf("keys failing their check cost %d lookups", keys.lookups-lookups)
+	}
+	// A genuine-looking unknown key (right check) is looked up once, then its
+	// absence is cached.
+	if _, err := a.APIKey(ctx, fresh); domain.ErrorCode(err) != domain.Unauthenticated {
+		t.Fatalf("unknown key: %v", err)
+	}
+	if _, err := a.APIKey(ctx, fresh); domain.ErrorCode(err) != domain.Unauthenticated {
+		t.Fatalf("unknown key again: %v", err)
+	}
+	if keys.lookups != lookups+1 {
+		t.Fatalf("an unknown key twice cost %d lookups, want 1", keys.lookups-lookups)
+	}
+
+	// Legacy shape: the 63 characters before the check, stored with their own digest.
+	legacy, lk, _ := auth.NewKey("globex", domain.ScopeRead, "old", time.Now())
+	legacy = legacy[:63]
+	lk.Digest = sha256.Sum256([]byte(legacy))
+	_ = keys.SaveKey(ctx, lk)
+	if p, err := a.APIKey(ctx, legacy); err != nil || p.Tenant != "globex" || p.KeyID != lk.ID {
+		t.Fatalf("legacy key: %+v %v", p, err)
+	}
+	if _, err := a.APIKey(ctx, legacy[:62]+"x"); domain.ErrorCode(err) != domain.Unauthenticated {
+		t.Fatalf("legacy key with a wrong secret: %v", err)
+	}
+}
+
+// TestKeyCacheEvictsOne: when the cache of misses is full, a new miss evicts
+// one entry, not all: the real keys cached meanwhile keep answering from the
+// cache.
+func TestKeyCacheEvictsOne(t *testing.T) {
+	ctx := context.Background()
+	keys := &memKeys{m: map[string]domain.APIKey{}}
+	var real []string
+	for i := 0; i < 50; i++ {
+		plain, k, err := auth.NewKey("acme", domain.ScopeRead, "t", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = keys.SaveKey(ctx, k)
+		real = append(real, plain)
+	}
+	a := auth.New(keys, []byte("secret"), time.Hour, nil)
+	for _, p := range real {
+		if _, err := a.APIKey(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// More distinct unknown (but well-formed) keys than both caches hold
+	// (100,000 keys and 10,000 misses).
+	var last string
+	for i := 0; i < 101_000; i++ {
+		last, _, _ = auth.NewKey("acme", domain.ScopeRead, "t", time.Now())
+		_, _ = a.APIKey(ctx, last)
+	}
+	before := keys.lookups
+	if _, err := a.APIKey(ctx, last); domain.ErrorCode(err) != domain.Unauthenticated || keys.lookups != before {
+		t.Fatalf("the latest miss was not cached: %v, %d lookups", err, keys.lookups-before)
+	}
+	for _, p := range real {
+		if _, err := a.APIKey(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := keys.lookups - before; n != 0 {
+		t.Fatalf("after a flood of unknown keys, %d of %d real keys were looked up again", n, len(real))
+	}
+}
+
+// TestKeyCheckIsCRC32C: the check is the CRC-32C of the 63 characters before
+// it, in the id's base32 alphabet (docs/design.md), and costs no allocation.
+func TestKeyCheckIsCRC32C(t *testing.T) {
+	plain, _, err := auth.NewKey("acme", domain.ScopeRead, "t", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := crc32.Checksum([]byte(plain[:63]), crc32.MakeTable(crc32.Castagnoli))
+	b := []byte{byte(sum >> 24), byte(sum >> 16), byte(sum >> 8), byte(sum)}
+	want := base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding).EncodeToString(b)
+	if plain[63:] != want {
+		t.Fatalf("check %q, want %q", plain[63:], want)
+	}
+	keys := &memKeys{m: map[string]domain.APIKey{}}
+	plain, k, _ := auth.NewKey("acme", domain.ScopeRead, "t", time.Now())
+	_ = keys.SaveKey(context.Background(), k)
+	a := auth.New(keys, []byte("secret"), time.Hour, nil)
+	ctx := context.Background()
+	if n := testing.AllocsPerRun(100, func() { _, _ = a.APIKey(ctx, plain) }); n != 0 {
+		t.Fatalf("a cached key costs %v allocations", n)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"reflect"
 	"regexp"
 	"strings"
 	"time"
@@ -80,6 +81,12 @@ func decodeObject(body []byte, dst any, optional bool) error {
 		}
 		return &Error{Code: ValidationFailed, Message: "The request body is required.", Fields: []FieldError{{Field: "body", Message: "a JSON object is required"}}}
 	}
+	if fe, names := checkIJSON(body); fe != nil {
+		return &Error{Code: ValidationFailed, Message: "The request body is not valid I-JSON (RFC 7493).", Fields: []FieldError{*fe}}
+	} else if name, ok := unknownMember(names, dst); !ok {
+		// encoding/json would take "TYPE" for "type"; member names match exactly.
+		return &Error{Code: ValidationFailed, Message: "The request body is not valid.", Fields: []FieldError{{Field: displayName(name), Message: "unknown member"}}}
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
@@ -90,6 +97,24 @@ func decodeObject(body []byte, dst any, optional bool) error {
 		return &Error{Code: ValidationFailed, Message: "The request body is not valid.", Fields: []FieldError{{Field: "body", Message: "unexpected data after the JSON object"}}}
 	}
 	return nil
+}
+
+// unknownMember returns the first of names that is not exactly the json name
+// of one of the fields of the struct dst points to, and false; true when
+// every name is one.
+func unknownMember(names []string, dst any) (string, bool) {
+	t := reflect.TypeOf(dst).Elem()
+	for _, n := range names {
+		known := false
+		for i := 0; i < t.NumField() && !known; i++ {
+			tag, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+			known = tag == n
+		}
+		if !known {
+			return n, false
+		}
+	}
+	return "", true
 }
 
 func jsonError(err error) error {

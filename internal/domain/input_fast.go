@@ -96,14 +96,20 @@ func isJSONSpace(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r'
 }
 
+// maxFastMembers bounds the members of one object the fast path follows
+// (it compares each name with those before it); larger objects go to the slow
+// path, which keeps a map.
+const maxFastMembers = 16
+
 // maxFastDepth bounds the nesting the fast path follows (it recurses); deeper
 // values go to the slow path, which also owns the scanner's limit of 10000.
 const maxFastDepth = 256
 
 // value checks the JSON value starting at b[i] with the grammar of
-// encoding/json's scanner (json.Valid's, which likewise does not check UTF-8
-// inside strings) and returns its end and how many whitespace bytes outside
-// strings it holds. depth counts the arrays and objects around it. What
+// encoding/json's scanner (json.Valid's), declining as well what is not I-JSON
+// or what it cannot prove is (see strictStringEnd, finiteNumber, and the
+// member names of objects), and returns its end and how many whitespace bytes
+// outside strings it holds. depth counts the arrays and objects around it. What
 // follows the value is the caller's to check.
 func value(b []byte, i, depth int) (end, space int, ok bool) {
 	if i >= len(b) {
@@ -111,7 +117,7 @@ func value(b []byte, i, depth int) (end, space int, ok bool) {
 	}
 	switch c := b[i]; c {
 	case '"':
-		end, ok = stringEnd(b, i)
+		end, _, ok = strictStringEnd(b, i)
 		return end, 0, ok
 	case '{', '[':
 		if depth >= maxFastDepth {
@@ -126,14 +132,35 @@ func value(b []byte, i, depth int) (end, space int, ok bool) {
 		if i < len(b) && b[i] == closing {
 			return i + 1, space, true
 		}
+		// The member names of this object so far, as spans of b, so that a
+		// duplicate (which the slow path refuses) is declined here.
+		var names [maxFastMembers][2]int32
+		members, seen := 0, uint64(0)
 		for {
 			if c == '{' {
 				if i >= len(b) || b[i] != '"' {
 					return 0, 0, false
 				}
-				if i, ok = stringEnd(b, i); !ok {
+				start := i
+				var esc bool
+				if i, esc, ok = strictStringEnd(b, i); !ok || esc || members == maxFastMembers {
+					// An escaped name is compared unescaped by the slow path.
 					return 0, 0, false
 				}
+				// A one-word filter spares most comparisons: names are
+				// compared only when their (length, last byte) bit is taken.
+				name := b[start+1 : i-1]
+				bit := uint64(1) << ((uint(len(name))*7 + uint(b[i-2])) & 63)
+				if seen&bit != 0 {
+					for _, n := range names[:members] {
+						if string(b[n[0]:n[1]]) == string(name) {
+							return 0, 0, false
+						}
+					}
+				}
+				seen |= bit
+				names[members] = [2]int32{int32(start + 1), int32(i - 1)}
+				members++
 				j = skipSpace(b, i)
 				space, i = space+j-i, j
 				if i >= len(b) || b[i] != ':' {
@@ -169,7 +196,7 @@ func value(b []byte, i, depth int) (end, space int, ok bool) {
 		return literal(b, i, "null")
 	}
 	end, ok = numberEnd(b, i)
-	return end, 0, ok
+	return end, 0, ok && finiteNumber(b[i:end])
 }
 
 func literal(b []byte, i int, lit string) (end, space int, ok bool) {
@@ -253,6 +280,53 @@ func stringEnd(b []byte, i int) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// strictStringEnd is stringEnd for the fast path, which must also decline
+// what is not I-JSON (ijson.go): invalid UTF-8, and any surrogate escape
+// (paired ones are rare; the slow path tells them from unpaired ones). esc
+// reports an escape anywhere in the literal.
+func strictStringEnd(b []byte, i int) (end int, esc, ok bool) {
+	for i++; i < len(b); {
+		c := b[i]
+		if c >= ' ' && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		switch {
+		case c == '"':
+			return i + 1, esc, true
+		case c == '\\':
+			esc = true
+			i++
+			if i >= len(b) {
+				return 0, false, false
+			}
+			switch b[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i++
+			case 'u':
+				if len(b)-i <= 4 || !isHex(b[i+1]) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) {
+					return 0, false, false
+				}
+				if r := hex4(b[i+1 : i+5]); r >= 0xD800 && r <= 0xDFFF {
+					return 0, false, false
+				}
+				i += 5
+			default:
+				return 0, false, false
+			}
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size == 1 {
+				return 0, false, false
+			}
+			i += size
+		default: // a control character
+			return 0, false, false
+		}
+	}
+	return 0, false, false
 }
 
 func isHex(c byte) bool {

@@ -2,6 +2,7 @@ package domain
 
 import (
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -140,9 +141,13 @@ func checkWebhookURL(s string) string {
 	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
-		return "must be an absolute https URL"
+		// Whether http is allowed too is webhooks.allow_http's, checked by
+		// the webhook guard, which says "must use https" when it is not.
+		return "must be an absolute http or https URL"
 	case u.Host == "" || u.Hostname() == "":
 		return "must name a host"
+	case strings.HasSuffix(u.Host, ":") || u.Port() != "" && !validPort(u.Port()):
+		return "must name a port from 1 to 65535, or none"
 	case u.User != nil:
 		return "must not carry credentials"
 	case u.Fragment != "" || strings.Contains(s, "#"):
@@ -154,6 +159,13 @@ func checkWebhookURL(s string) string {
 		}
 	}
 	return ""
+}
+
+// validPort reports whether p (digits, as url.Parse leaves a port) is 1..65535
+// written without leading zeros.
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 1 && n <= 65535 && p[0] != '0'
 }
 
 func truncate(s string, n int) string {

@@ -25,14 +25,18 @@ import (
 
 func TestMain(m *testing.M) {
 	code := testenv.Main(m)
-	if build.dir != "" {
-		os.RemoveAll(build.dir)
+	for i := range builds {
+		if builds[i].dir != "" {
+			os.RemoveAll(builds[i].dir)
+		}
 	}
 	os.Exit(code)
 }
 
-// build is the service binary, built once per test binary.
-var build struct {
+// builds are the service binaries, each built once per test binary: [0] as
+// the tests run (with -race when they do), [1] always without -race (for
+// figures of the product itself, such as its memory).
+var builds [2]struct {
 	once sync.Once
 	dir  string
 	path string
@@ -40,8 +44,14 @@ var build struct {
 }
 
 // serviceBinary builds cmd/asyncstatus (with -race when the tests run with it).
-func serviceBinary(t *testing.T) string {
+func serviceBinary(t *testing.T) string { return buildService(t, 0, raceEnabled) }
+
+// plainServiceBinary builds cmd/asyncstatus without -race.
+func plainServiceBinary(t *testing.T) string { return buildService(t, 1, false) }
+
+func buildService(t *testing.T, slot int, race bool) string {
 	t.Helper()
+	build := &builds[slot]
 	build.once.Do(func() {
 		build.dir, build.err = os.MkdirTemp("", "asyncstatus-faults-")
 		if build.err != nil {
@@ -53,7 +63,7 @@ func serviceBinary(t *testing.T) string {
 		}
 		build.path = filepath.Join(build.dir, "asyncstatus")
 		args := []string{"build", "-o", build.path}
-		if raceEnabled {
+		if race {
 			args = append(args, "-race")
 		}
 		args = append(args, "github.com/asyncstatus/asyncstatus/cmd/asyncstatus")
@@ -171,12 +181,18 @@ type service struct {
 // test ends.
 func startService(t *testing.T, env map[string]string) *service {
 	t.Helper()
+	return startServiceOf(t, serviceBinary(t), env)
+}
+
+// startServiceOf is startService for the binary bin.
+func startServiceOf(t *testing.T, bin string, env map[string]string) *service {
+	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	e := map[string]string{"ASYNCSTATUS_HTTP_ADDR": addr}
 	for k, v := range env {
 		e[k] = v
 	}
-	cmd := exec.Command(serviceBinary(t), "serve")
+	cmd := exec.Command(bin, "serve")
 	cmd.Env = environ(e)
 	cmd.SysProcAttr = sysProcAttr()
 	s := &service{t: t, cmd: cmd, base: "http://" + addr, stderr: &syncBuffer{}, done: make(chan struct{})}

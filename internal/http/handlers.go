@@ -161,7 +161,7 @@ func (s *Server) createRetryAfter(in domain.CreateInput) int {
 }
 
 func (s *Server) create(c *fiber.Ctx) error {
-	body, err := jsonBody(c)
+	body, err := s.jsonBody(c)
 	if err != nil {
 		return err
 	}
@@ -258,8 +258,8 @@ func (s *Server) events(c *fiber.Ctx) error {
 }
 
 // transitionParams reads what every transition needs.
-func transitionParams(c *fiber.Ctx) ([]byte, domain.TransitionParams, error) {
-	body, err := jsonBody(c)
+func (s *Server) transitionParams(c *fiber.Ctx) ([]byte, domain.TransitionParams, error) {
+	body, err := s.jsonBody(c)
 	if err != nil {
 		return nil, domain.TransitionParams{}, err
 	}
@@ -274,7 +274,7 @@ func transitionParams(c *fiber.Ctx) ([]byte, domain.TransitionParams, error) {
 // transition runs one transition handler: read, decode, apply, answer 200.
 func transition[In any](s *Server, c *fiber.Ctx, decode func([]byte) (In, error),
 	apply func(tp domain.TransitionParams, in In) (*domain.Request, error)) error {
-	body, tp, err := transitionParams(c)
+	body, tp, err := s.transitionParams(c)
 	if err != nil {
 		return err
 	}

@@ -29,6 +29,10 @@ type reqState struct {
 	principal  domain.Principal
 	problem    domain.Code // the code of an error answer, for the access log
 	hasProblem bool
+	// bodyRead: a route asked for the body (edge.go); body holds it when it
+	// was streamed, in a buffer of the server's pool.
+	bodyRead bool
+	body     *[]byte
 }
 
 // withState is the first middleware: it gives the request its state and id,
@@ -40,7 +44,12 @@ func (s *Server) withState(c *fiber.Ctx) error {
 	st := s.states.Get().(*reqState)
 	*st = reqState{}
 	s.initState(c, st)
-	s.answerError(c, c.Next())
+	err := s.checkFraming(c)
+	if err == nil {
+		err = c.Next()
+	}
+	s.answerError(c, err)
+	s.finishBody(c, st)
 	c.Locals(localState, nil)
 	s.states.Put(st)
 	return nil
@@ -201,9 +210,16 @@ func bearer(h string) (string, bool) {
 	return v, v != ""
 }
 
-// jsonBody returns the body of a POST, refusing a non-JSON media type.
-func jsonBody(c *fiber.Ctx) ([]byte, error) {
-	body := c.Body()
+// jsonBody returns the body of a POST, refusing a non-JSON media type and
+// any content coding.
+func (s *Server) jsonBody(c *fiber.Ctx) ([]byte, error) {
+	if err := contentCoded(c); err != nil {
+		return nil, err
+	}
+	body, err := s.requestBody(c)
+	if err != nil {
+		return nil, err
+	}
 	ct := c.Get(fiber.HeaderContentType)
 	if len(body) == 0 && ct == "" {
 		return nil, nil
@@ -222,7 +238,7 @@ func jsonBody(c *fiber.Ctx) ([]byte, error) {
 // structured-field string ("abc" and abc are the same key).
 func idempotencyKey(c *fiber.Ctx) (domain.IdempotencyKey, error) {
 	raw := c.Get(headerIdemKey)
-	if raw == "" {
+	if raw == "" && !headerGiven(c, "idempotency-key") {
 		return "", nil
 	}
 	key, ok := parseIdempotencyKey(raw)
@@ -235,6 +251,11 @@ func idempotencyKey(c *fiber.Ctx) (domain.IdempotencyKey, error) {
 
 func parseIdempotencyKey(raw string) (string, bool) {
 	v := raw
+	if v == "" {
+		// Given but empty: not the same as no key, which would silently
+		// lose the caller its idempotency.
+		return "", false
+	}
 	if v[0] == '"' {
 		// A leading quote means a structured-field string; it must be well formed.
 		if len(v) < 2 || v[len(v)-1] != '"' {

@@ -281,6 +281,23 @@ func TestOpenAPIContract(t *testing.T) {
 		body: `{"type":"x","context":{"pad":"` + strings.Repeat("a", 5000) + `"}}`, hdr: rw, want: 400, code: "VALIDATION_FAILED"})
 	k.check(t, e, exchange{name: "create bad idempotency key", method: "POST", path: "/v1/requests", body: `{"type":"x"}`,
 		hdr: with(rw, "Idempotency-Key", "caf\u00e9"), want: 400, code: "VALIDATION_FAILED", invalid: true})
+	// The key's length is counted after unquoting: 255 characters bare, or
+	// quoted (257 with the quotes, more with escapes), and no more.
+	long := strings.Repeat("k", 255)
+	for _, c := range []struct {
+		name, key string
+		want      int
+	}{
+		{"255", long, 202}, {"255 quoted", `"` + long + `"`, 202}, {"255 quoted, escapes", `"` + strings.Repeat(`\"`, 255) + `"`, 202},
+		{"256", long + "k", 400}, {"256 quoted", `"` + long + `k"`, 400}, {"empty quoted", `""`, 400}, {"bad escape", `"a\b"`, 400},
+	} {
+		x := exchange{name: "create idempotency key " + c.name, method: "POST", path: "/v1/requests", body: `{"type":"idem.len"}`,
+			hdr: with(rw, "Idempotency-Key", c.key), want: c.want}
+		if c.want == 400 {
+			x.code, x.invalid = "VALIDATION_FAILED", true
+		}
+		k.check(t, e, x)
+	}
 	k.check(t, e, exchange{name: "create text/plain", method: "POST", path: "/v1/requests", body: `{"type":"x"}`,
 		hdr: with(rw, "Content-Type", "text/plain"), want: 415, code: "UNSUPPORTED_MEDIA_TYPE", invalid: true})
 	k.check(t, e, exchange{name: "create no credential", method: "POST", path: "/v1/requests", body: `{"type":"x"}`,
@@ -393,7 +410,12 @@ func TestOpenAPIContract(t *testing.T) {
 			k.check(t, e, exchange{name: "list next page", method: "GET", path: "/v1/requests?limit=1&status=queued,cancelled&type=statement.export&cursor=" + next, hdr: r, want: 200})
 		}
 		k.check(t, e, exchange{name: "list by time", method: "GET", path: "/v1/requests?created_after=2020-01-01T00:00:00Z&created_before=2999-01-01T00:00:00Z", hdr: r, want: 200})
+		k.check(t, e, exchange{name: "list empty filters", method: "GET", path: "/v1/requests?type=&status=&created_after=&created_before=&limit=&cursor=", hdr: r, want: 200})
+		k.check(t, e, exchange{name: "list status in any case", method: "GET", path: "/v1/requests?status=QUEUED,%20Cancelled", hdr: r, want: 200})
+		k.check(t, e, exchange{name: "list empty status in a list", method: "GET", path: "/v1/requests?status=queued,,failed", hdr: r, want: 400, code: "VALIDATION_FAILED", invalid: true})
+		k.check(t, e, exchange{name: "list bad time", method: "GET", path: "/v1/requests?created_after=yesterday", hdr: r, want: 400, code: "VALIDATION_FAILED", invalid: true})
 		k.check(t, e, exchange{name: "list bad limit", method: "GET", path: "/v1/requests?limit=0", hdr: r, want: 400, code: "VALIDATION_FAILED", invalid: true})
+		k.check(t, e, exchange{name: "list limit over", method: "GET", path: "/v1/requests?limit=201", hdr: r, want: 400, code: "VALIDATION_FAILED", invalid: true})
 		k.check(t, e, exchange{name: "list bad status", method: "GET", path: "/v1/requests?status=done", hdr: r, want: 400, code: "VALIDATION_FAILED", invalid: true})
 		k.check(t, e, exchange{name: "list garbled cursor", method: "GET", path: "/v1/requests?cursor=garbled", hdr: r, want: 400, code: "INVALID_CURSOR"})
 		k.check(t, e, exchange{name: "list no credential", method: "GET", path: "/v1/requests", want: 401, code: "UNAUTHENTICATED", invalid: true})
@@ -698,11 +720,21 @@ func contractWebhookRoutes(t *testing.T, k *contract, e *env, rw, admin []string
 		k.check(t, e, exchange{name: "register webhook " + c.name, method: "POST", path: "/v1/webhooks", body: c.body, hdr: admin,
 			want: 400, code: "VALIDATION_FAILED", invalid: true})
 	}
-	// Refused by the service, not by the document: the scheme and the address.
-	k.check(t, e, exchange{name: "register webhook ftp", method: "POST", path: "/v1/webhooks", body: `{"url":"ftp://partner.example/h"}`,
-		hdr: admin, want: 400, code: "VALIDATION_FAILED"})
-	k.check(t, e, exchange{name: "register webhook credentials", method: "POST", path: "/v1/webhooks", body: `{"url":"https://u:p@partner.example/h"}`,
-		hdr: admin, want: 400, code: "VALIDATION_FAILED"})
+	// The document's url pattern refuses what the service refuses: another
+	// scheme, credentials, a fragment, a port outside 1..65535 or an empty one.
+	for _, c := range []struct{ name, url string }{
+		{"ftp", "ftp://partner.example/h"}, {"credentials", "https://u:p@partner.example/h"}, {"fragment", "https://partner.example/h#x"},
+		{"port 0", "https://partner.example:0/h"}, {"port 99999", "https://partner.example:99999/h"}, {"empty port", "https://partner.example:/h"},
+		{"space", "https://partner.example/a b"}, {"no host", "https:///h"},
+	} {
+		k.check(t, e, exchange{name: "register webhook " + c.name, method: "POST", path: "/v1/webhooks", body: `{"url":"` + c.url + `"}`,
+			hdr: admin, want: 400, code: "VALIDATION_FAILED", invalid: true})
+	}
+	// ... and accepts what it accepts.
+	for _, url := range []string{"HTTPS://partner.example:443/h?a=1&b=%20", "https://partner.example:65535"} {
+		k.check(t, e, exchange{name: "register webhook " + url, method: "POST", path: "/v1/webhooks", body: `{"url":"` + url + `"}`,
+			hdr: admin, want: 201})
+	}
 	k.check(t, e, exchange{name: "register webhook text/plain", method: "POST", path: "/v1/webhooks", body: `{"url":"https://partner.example/h"}`,
 		hdr: with(admin, "Content-Type", "text/plain"), want: 415, code: "UNSUPPORTED_MEDIA_TYPE", invalid: true})
 	k.check(t, e, exchange{name: "register webhook no credential", method: "POST", path: "/v1/webhooks", body: `{"url":"https://partner.example/h"}`,

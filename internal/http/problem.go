@@ -78,8 +78,20 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	if de.RetryAfterSeconds > 0 {
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(de.RetryAfterSeconds))
 	}
-	if de.Code == domain.Unauthenticated {
+	switch de.Code {
+	case domain.Unauthenticated:
 		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="asyncstatus"`)
+	case domain.MethodNotAllowed:
+		c.Set(fiber.HeaderAllow, strings.Join(s.allowed(c.Path()), ", "))
+	case domain.NotFound:
+		// Every "not visible" 404 carries the same headers (spec §2): the
+		// rate limit headers are set on some paths to it (an id the store
+		// looked up) and not on others (a malformed id, a wrong poll
+		// token), so none carries them. The call is still counted.
+		h := &c.Response().Header
+		for _, k := range rateLimitHeaders {
+			h.Del(k)
+		}
 	}
 	s.cors.setHeaders(c) // also for errors fasthttp raises before any middleware
 	instance := c.OriginalURL()

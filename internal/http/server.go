@@ -169,8 +169,15 @@ func New(reqs Requests, auth Authenticator, limit RateLimiter, opts Options, log
 		DisableDefaultContentType: false,
 		StrictRouting:             false,
 		CaseSensitive:             true,
+		// Bodies are read only when a route asks for them (edge.go): no
+		// memory for a declared body before the caller is authenticated,
+		// and no multipart parsing before any handler (it read whole
+		// forms, into temporary files, and answered its errors itself).
+		StreamRequestBody:            true,
+		DisablePreParseMultipartForm: true,
 	})
 	quietOnNothingRead(s.app.Server())
+	s.refuseUnknownMethods(s.app.Server())
 	s.app.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: func(c *fiber.Ctx, e any) {
 		s.log.Error("panic", "panic", e, "path", c.Path())
 	}}))

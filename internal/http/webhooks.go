@@ -13,7 +13,7 @@ import (
 // answers the same 404 as an unknown one.
 
 func (s *Server) registerWebhook(c *fiber.Ctx) error {
-	body, err := jsonBody(c)
+	body, err := s.jsonBody(c)
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ func (r tableResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.A
 
 // webhookEnv is a server with the webhook routes on, with the default guard
 // (https and public addresses only) and a resolver that knows a few names.
-func webhookEnv(t *testing.T) *env {
+func webhookEnv(t testing.TB) *env {
 	t.Helper()
 	late := &lateEndpoints{}
 	sealer, err := webhook.NewSealer([]byte("http-test-webhook-key-0123456789abcdef"))
