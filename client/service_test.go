@@ -123,7 +123,15 @@ func newService(rdb redis.UniversalClient, o serviceOptions) (*service, func(), 
 	if err != nil {
 		return nil, nil, err
 	}
-	hooks := webhook.NewService(st, &webhook.Guard{AllowHTTP: true, AllowPrivate: true}, sealer, nil)
+	guard := &webhook.Guard{AllowHTTP: true, AllowPrivate: true}
+	hooks := webhook.NewService(st, guard, sealer, nil)
+	d, err := webhook.NewDispatcher(st, webhook.DispatcherOptions{Timeout: 2 * time.Second, Guard: guard, Sealer: sealer,
+		PollInterval: 100 * time.Millisecond, RegistryInterval: 100 * time.Millisecond, Log: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	hooks.Registered = d.Watch
+	st.OnOutbox(d.Nudge)
 	srv := httpapi.New(st, a, nil, httpapi.Options{BodyLimitBytes: o.bodyLimit, Schedule: o.schedule,
 		Limits:   domain.Limits{ContextBytes: 4096, ResultBytes: 16384},
 		Webhooks: hooks, ReadTimeout: 10 * time.Second, WriteTimeout: time.Minute, IdleTimeout: time.Minute}, log)
@@ -151,9 +159,13 @@ func newService(rdb redis.UniversalClient, o serviceOptions) (*service, func(), 
 	sweeper := st.NewSweeper(store.SweeperOptions{Interval: o.sweep, Log: log})
 	swept := make(chan struct{})
 	go func() { defer close(swept); sweeper.Run(ctx) }()
+	dispatched := make(chan struct{})
+	go func() { defer close(dispatched); d.Run(ctx) }()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		cancel()
+		<-swept
+		<-dispatched
 		return nil, nil, err
 	}
 	served := make(chan struct{})
@@ -164,22 +176,32 @@ func newService(rdb redis.UniversalClient, o serviceOptions) (*service, func(), 
 		<-served
 		cancel()
 		<-swept
+		<-dispatched
 	}
 	return svc, stop, nil
 }
 
-// proxy is a reverse proxy in front of a service that counts what passes,
+// proxy is a reverse proxy in front of a service that records what passes,
 // can strip the Prefer header (a service that ignores long polls) and can
 // answer some calls itself (injected faults).
 type proxy struct {
 	URL string
-	// calls counts the calls that reached the proxy, by method and path.
-	mu    sync.Mutex
-	calls []string
+	rp  *httputil.ReverseProxy
+	mu  sync.Mutex
+	log []*exchange
 	// stripPrefer drops Prefer from every call.
 	stripPrefer atomic.Bool
-	// inject, when set, may answer a call instead of the service (true).
-	inject func(w http.ResponseWriter, r *http.Request) bool
+	inject      func(w http.ResponseWriter, r *http.Request) bool
+}
+
+// exchange is one call through the proxy and its answer.
+type exchange struct {
+	At     time.Time
+	Method string
+	Path   string
+	Req    http.Header // as the client sent it
+	Status int
+	Resp   http.Header
 }
 
 func newProxy(t testing.TB, target string) *proxy {
@@ -188,44 +210,75 @@ func newProxy(t testing.TB, target string) *proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{}
-	rp := httputil.NewSingleHostReverseProxy(u)
-	rp.FlushInterval = -1 // streams pass at once
+	p := &proxy{rp: httputil.NewSingleHostReverseProxy(u)}
+	p.rp.FlushInterval = -1 // streams pass at once
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		x := &exchange{At: time.Now(), Method: r.Method, Path: r.URL.Path, Req: r.Header.Clone()}
 		p.mu.Lock()
-		p.calls = append(p.calls, r.Method+" "+r.URL.Path)
+		p.log = append(p.log, x)
 		inject := p.inject
 		p.mu.Unlock()
 		if p.stripPrefer.Load() {
 			r.Header.Del("Prefer")
 		}
-		if inject != nil && inject(w, r) {
-			return
+		rec := &recorder{ResponseWriter: w}
+		if inject == nil || !inject(rec, r) {
+			p.rp.ServeHTTP(rec, r)
 		}
-		rp.ServeHTTP(w, r)
+		p.mu.Lock()
+		x.Status, x.Resp = rec.status, w.Header().Clone()
+		p.mu.Unlock()
 	}))
 	t.Cleanup(srv.Close)
 	p.URL = srv.URL
 	return p
 }
 
+// recorder notes the status an answer was given.
+type recorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = 200
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *recorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// setInject makes f see every call first; it answers the call itself by
+// returning true. nil: everything passes.
 func (p *proxy) setInject(f func(w http.ResponseWriter, r *http.Request) bool) {
 	p.mu.Lock()
 	p.inject = f
 	p.mu.Unlock()
 }
 
-// count is the number of calls whose "METHOD path" has this prefix.
-func (p *proxy) count(prefix string) int {
+// calls returns the exchanges whose "METHOD path" has this prefix.
+func (p *proxy) calls(prefix string) []exchange {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := 0
-	for _, c := range p.calls {
-		if strings.HasPrefix(c, prefix) {
-			n++
+	var out []exchange
+	for _, x := range p.log {
+		if strings.HasPrefix(x.Method+" "+x.Path, prefix) {
+			out = append(out, *x)
 		}
 	}
-	return n
+	return out
 }
 
 // problem writes a problem+json answer as the service would.
