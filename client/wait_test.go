@@ -208,7 +208,10 @@ func TestWaitEnds(t *testing.T) {
 	})
 	t.Run("GivesUp", func(t *testing.T) {
 		p := newProxy(t, s.URL)
-		p.setInject(func(w http.ResponseWriter, r *http.Request) bool { problem(w, 503, client.CodeBackendUnavailable, 0); return true })
+		p.setInject(func(w http.ResponseWriter, r *http.Request) bool {
+			problem(w, 503, client.CodeBackendUnavailable, 0)
+			return true
+		})
 		cr := mustCreate(t, c, "statement.export")
 		_, err := mustClient(t, p.URL, client.WithAPIKey(s.Keys["r"])).Wait(ctx, cr.ID, &client.WaitOptions{MaxErrors: 3, MaxBackoff: 50 * time.Millisecond})
 		wantErr(t, err, client.ErrBackendUnavailable, 503, client.CodeBackendUnavailable)
