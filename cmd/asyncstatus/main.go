@@ -34,6 +34,9 @@ func exitCode(err error) int {
 	if _, ok := err.(usageError); ok {
 		return 2
 	}
+	if e, ok := err.(interface{ ExitCode() int }); ok { // requests commands (requests.go)
+		return e.ExitCode()
+	}
 	return 1
 }
 
@@ -47,6 +50,7 @@ const usage = `usage:
   asyncstatus webhooks reseal [--tenant T] [--dry-run]
   asyncstatus config check [--config FILE]
   asyncstatus version
+  asyncstatus requests get|list|events|wait ...   (asyncstatus requests --help)
 Every command takes --config FILE and ASYNCSTATUS_* environment overrides.`
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -67,6 +71,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return cmdWebhooks(ctx, rest, getenv, stdout, stderr)
 	case "config":
 		return cmdConfig(ctx, rest, getenv, stdout)
+	case "requests":
+		return cmdRequests(ctx, rest, getenv, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "asyncstatus", version)
 		return nil
