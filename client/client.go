@@ -236,6 +236,23 @@ func (c *Client) do(ctx context.Context, cl *call, opts ...CallOption) (*answer,
 
 // once sends cl one time.
 func (c *Client) once(ctx context.Context, cl *call, body []byte) (*answer, error) {
+	res, err := c.send(ctx, cl, body, "application/json")
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(res.Body, maxAnswer))
+	if err != nil {
+		return nil, err
+	}
+	if res.StatusCode/100 == 2 || res.StatusCode == http.StatusNotModified {
+		return &answer{status: res.StatusCode, header: res.Header, body: b}, nil
+	}
+	return nil, problemError(res, b)
+}
+
+// send sends cl with its credentials and returns the service's answer.
+func (c *Client) send(ctx context.Context, cl *call, body []byte, accept string) (*http.Response, error) {
 	u := *c.base
 	u.Path += cl.path
 	if len(cl.query) > 0 {
@@ -253,41 +270,25 @@ func (c *Client) once(ctx context.Context, cl *call, body []byte) (*answer, erro
 		req.Header[k] = vs
 	}
 	req.Header.Set("User-Agent", c.ua)
-	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Accept", accept)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if cl.idemKey != "" {
 		req.Header.Set("Idempotency-Key", cl.idemKey)
 	}
-	c.authorize(req)
-	res, err := c.hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(res.Body, maxAnswer))
-	if err != nil {
-		return nil, err
-	}
-	if res.StatusCode/100 == 2 || res.StatusCode == http.StatusNotModified {
-		return &answer{status: res.StatusCode, header: res.Header, body: b}, nil
-	}
-	return nil, problemError(res, b)
-}
-
-// maxAnswer bounds what is read of one answer (a page of 200 requests with
-// their contexts and results fits many times over).
-const maxAnswer = 64 << 20
-
-func (c *Client) authorize(req *http.Request) {
 	switch {
 	case c.apiKey != "":
 		req.Header.Set("Authorization", "Bearer "+c.apiKey)
 	case c.pollToken != "":
 		req.Header.Set("X-Poll-Token", c.pollToken)
 	}
+	return c.hc.Do(req)
 }
+
+// maxAnswer bounds what is read of one answer (a page of 200 requests with
+// their contexts and results fits many times over).
+const maxAnswer = 64 << 20
 
 // sleep waits d or until ctx is done.
 func sleep(ctx context.Context, d time.Duration) error {

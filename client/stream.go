@@ -106,20 +106,11 @@ type streamState struct {
 
 // streamOnce reads one connection's events; got counts the states it brought.
 func (c *Client) streamOnce(ctx context.Context, id string, s *streamState) (got int, err error) {
-	u := *c.base
-	u.Path += requestPath(id, "stream")
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("User-Agent", c.ua)
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Cache-Control", "no-store")
+	h := http.Header{"Cache-Control": {"no-store"}}
 	if s.lastID != "" {
-		req.Header.Set("Last-Event-ID", s.lastID)
+		h.Set("Last-Event-ID", s.lastID)
 	}
-	c.authorize(req)
-	res, err := c.hc.Do(req)
+	res, err := c.send(ctx, &call{method: http.MethodGet, path: requestPath(id, "stream"), header: h}, nil, "text/event-stream")
 	if err != nil {
 		return 0, err
 	}
