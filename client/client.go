@@ -60,7 +60,7 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc
 // WithUserAgent sets the User-Agent header. default: DefaultUserAgent.
 func WithUserAgent(ua string) Option { return func(c *Client) { c.ua = ua } }
 
-// WithRetry sets the retry policy of single calls. default: DefaultRetryPolicy.
+// WithRetry sets the retry policy of single calls. default: DefaultRetryPolicy().
 func WithRetry(p RetryPolicy) Option { return func(c *Client) { c.retry = p } }
 
 // RetryPolicy says how a call that may be retried (see the package doc) is
@@ -77,18 +77,22 @@ type RetryPolicy struct {
 	MaxBackoff time.Duration
 }
 
-// DefaultRetryPolicy is the policy of a Client made without WithRetry.
-var DefaultRetryPolicy = RetryPolicy{MaxAttempts: 4, MinBackoff: 200 * time.Millisecond, MaxBackoff: 10 * time.Second}
+// DefaultRetryPolicy returns the policy of a Client made without WithRetry:
+// 4 attempts, backoff from 200ms to 10s.
+func DefaultRetryPolicy() RetryPolicy {
+	return RetryPolicy{MaxAttempts: 4, MinBackoff: 200 * time.Millisecond, MaxBackoff: 10 * time.Second}
+}
 
 func (p RetryPolicy) withDefaults() RetryPolicy {
+	def := DefaultRetryPolicy()
 	if p.MaxAttempts <= 0 {
-		p.MaxAttempts = DefaultRetryPolicy.MaxAttempts
+		p.MaxAttempts = def.MaxAttempts
 	}
 	if p.MinBackoff <= 0 {
-		p.MinBackoff = DefaultRetryPolicy.MinBackoff
+		p.MinBackoff = def.MinBackoff
 	}
 	if p.MaxBackoff <= 0 {
-		p.MaxBackoff = DefaultRetryPolicy.MaxBackoff
+		p.MaxBackoff = def.MaxBackoff
 	}
 	if p.MaxBackoff < p.MinBackoff {
 		p.MaxBackoff = p.MinBackoff
@@ -118,7 +122,7 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("asyncstatus client: base URL %q: want http(s)://host", baseURL)
 	}
-	c := &Client{base: u, ua: DefaultUserAgent, retry: DefaultRetryPolicy}
+	c := &Client{base: u, ua: DefaultUserAgent, retry: DefaultRetryPolicy()}
 	for _, o := range opts {
 		o(c)
 	}

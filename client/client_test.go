@@ -398,8 +398,8 @@ func TestRetries(t *testing.T) {
 		failing("GET", 100, unavailable)
 		_, err := c.Get(ctx, cr.ID)
 		wantErr(t, err, client.ErrBackendUnavailable, 503, client.CodeBackendUnavailable)
-		if n := len(p.calls("GET")) - before; n != client.DefaultRetryPolicy.MaxAttempts {
-			t.Fatalf("%d calls, want %d", n, client.DefaultRetryPolicy.MaxAttempts)
+		if n := len(p.calls("GET")) - before; n != client.DefaultRetryPolicy().MaxAttempts {
+			t.Fatalf("%d calls, want %d", n, client.DefaultRetryPolicy().MaxAttempts)
 		}
 	})
 	t.Run("NotRetried", func(t *testing.T) {
