@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -293,5 +294,94 @@ func TestStreamResumes(t *testing.T) {
 	}
 	if gap := conns[1].Sub(conns[0]); gap < 300*time.Millisecond {
 		t.Fatalf("reconnected after %v, the stream said retry: 300", gap)
+	}
+}
+
+// fakeLongPoll is a service stand-in that applies Prefer: wait exactly as
+// spec §12 says, for one request whose version the test advances: it checks
+// the client's side of the protocol whatever the real service offers.
+type fakeLongPoll struct {
+	mu      sync.Mutex
+	version int64
+	changed chan struct{}
+	polls   []http.Header
+}
+
+func (f *fakeLongPoll) advance() {
+	f.mu.Lock()
+	f.version++
+	close(f.changed)
+	f.changed = make(chan struct{})
+	f.mu.Unlock()
+}
+
+func (f *fakeLongPoll) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.polls = append(f.polls, r.Header.Clone())
+	v, ch := f.version, f.changed
+	f.mu.Unlock()
+	etag := `"` + strconv.FormatInt(v, 10) + `"`
+	if r.Header.Get("Prefer") != "" && v < 4 && (r.Header.Get("If-None-Match") == "" || r.Header.Get("If-None-Match") == etag) {
+		w.Header().Set("Preference-Applied", r.Header.Get("Prefer"))
+		if r.Header.Get("If-None-Match") != "" {
+			select {
+			case <-ch:
+			case <-time.After(5 * time.Second):
+			}
+		}
+	}
+	f.mu.Lock()
+	v = f.version
+	f.mu.Unlock()
+	etag = `"` + strconv.FormatInt(v, 10) + `"`
+	w.Header().Set("ETag", etag)
+	if v < 4 {
+		w.Header().Set("Retry-After", "0")
+	}
+	if r.Header.Get("If-None-Match") == etag {
+		w.WriteHeader(304)
+		return
+	}
+	status := map[int64]string{1: "queued", 2: "processing", 3: "processing", 4: "succeeded"}[v]
+	b, _ := json.Marshal(map[string]any{"id": "r1", "type": "t", "status": status, "done": v == 4, "version": v,
+		"created_by": "k", "created_at": "2026-11-29T10:00:00.000Z", "updated_at": "2026-11-29T10:00:00.000Z",
+		"completed_at": nil, "expires_at": nil})
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
+}
+
+func TestWaitLongPollProtocol(t *testing.T) {
+	f := &fakeLongPoll{version: 1, changed: make(chan struct{})}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	c := mustClient(t, srv.URL, client.WithPollToken("tok"))
+	go func() {
+		for range 3 {
+			time.Sleep(200 * time.Millisecond)
+			f.advance()
+		}
+	}()
+	var versions []int64
+	final, err := c.Wait(context.Background(), "r1", &client.WaitOptions{OnChange: func(r *client.Request) { versions = append(versions, r.Version) }})
+	if err != nil || !final.Done {
+		t.Fatalf("%+v %v", final, err)
+	}
+	if len(versions) != 4 { // a long poll answers every change
+		t.Fatalf("versions seen %v", versions)
+	}
+	f.mu.Lock()
+	polls := f.polls
+	f.mu.Unlock()
+	for i, h := range polls {
+		if h.Get("Prefer") != "wait=25" || (i > 0 && h.Get("If-None-Match") == "") {
+			t.Fatalf("poll %d: %v", i, h)
+		}
+	}
+	// Now that this client knows the service long-polls, a create's
+	// Retry-After is not waited for: the wait ends long before it.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, err := c.Wait(ctx, "r1", &client.WaitOptions{RetryAfter: time.Minute}); err != nil {
+		t.Fatalf("a known long-poll service: %v", err)
 	}
 }
