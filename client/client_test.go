@@ -88,6 +88,15 @@ func TestRequests(t *testing.T) {
 			if err != nil || got.ID != cr.ID || got.Status != client.StatusQueued {
 				t.Fatalf("get by poll token: %+v %v", got, err)
 			}
+			// a conditional poll: 304 while the state is the one named
+			pr, err := c.Poll(ctx, cr.ID, client.PollOptions{})
+			if err != nil || pr.NotModified || pr.Request == nil || pr.ETag != `"1"` || !pr.HasRetryAfter || pr.LongPolled {
+				t.Fatalf("poll: %+v %v", pr, err)
+			}
+			pr, err = s.client(t, "rw").Poll(ctx, cr.ID, client.PollOptions{IfNoneMatch: pr.ETag})
+			if err != nil || !pr.NotModified || pr.Request != nil || pr.ETag != `"1"` || !pr.HasRetryAfter {
+				t.Fatalf("conditional poll: %+v %v", pr, err)
+			}
 			if !json.Valid(got.Raw()) || !strings.Contains(string(got.Raw()), `"id":"`+cr.ID+`"`) {
 				t.Fatalf("raw: %s", got.Raw())
 			}

@@ -6,7 +6,7 @@
 //	created, err := c.Create(ctx, client.CreateParams{Type: "statement.export"})
 //	final, err := c.Wait(ctx, created.ID, &client.WaitOptions{RetryAfter: created.RetryAfter})
 //
-// Every route of the contract has a typed method: requests (Create, Get, List,
+// Every route of the contract has a typed method: requests (Create, Get, Poll, List,
 // Events, MarkProcessing, Heartbeat, Complete, Fail, Cancel, Delete) and
 // webhooks (RegisterWebhook, ListWebhooks, GetWebhook, DeleteWebhook,
 // WebhookDeliveries). Wait and Stream follow one request to its terminal

@@ -104,20 +104,15 @@ func (c *Client) Wait(ctx context.Context, id string, opts *WaitOptions) (*Reque
 			}
 			return fail(err)
 		}
-		h := http.Header{}
-		asked := 0
+		po := PollOptions{IfNoneMatch: etag}
 		if o.WaitSeconds > 0 {
-			asked = o.WaitSeconds
+			po.Wait = time.Duration(o.WaitSeconds) * time.Second
 			if dl, ok := ctx.Deadline(); ok {
-				asked = max(1, min(asked, int((time.Until(dl)+time.Second-1)/time.Second)))
+				po.Wait = min(po.Wait, time.Until(dl))
 			}
-			h.Set("Prefer", "wait="+strconv.Itoa(asked))
-		}
-		if etag != "" {
-			h.Set("If-None-Match", etag)
 		}
 		start := time.Now()
-		a, err := c.do(ctx, &call{method: http.MethodGet, path: requestPath(id, ""), header: h, attempts: 1})
+		pr, err := c.Poll(ctx, id, po)
 		if err != nil {
 			var e *Error
 			switch {
@@ -146,44 +141,31 @@ func (c *Client) Wait(ctx context.Context, id string, opts *WaitOptions) (*Reque
 			continue
 		}
 		errs, limited, lastFail = 0, 0, nil
-		applied := preferenceApplied(a.header)
-		if asked > 0 {
-			if applied {
-				c.longPoll.Store(longPollApplied)
-			} else {
-				c.longPoll.Store(longPollIgnored)
-			}
-		}
-		if a.status == http.StatusOK {
-			var r Request
-			if err := decode(a, &r); err != nil {
-				return fail(err)
-			}
+		if r := pr.Request; r != nil {
 			if last == nil || r.Version > last.Version {
 				if o.OnChange != nil {
-					o.OnChange(&r)
+					o.OnChange(r)
 				}
 			}
 			if last == nil || r.Version >= last.Version {
-				last = &r
+				last = r
 			}
-			etag = a.header.Get("ETag")
+			etag = pr.ETag
 			if r.Done {
 				return last, nil
 			}
 		}
-		ra, ok := retryAfter(a.header)
 		switch {
-		case applied:
+		case pr.LongPolled:
 			// Retry-After: 0: wait again at once. Only an answer that came back
 			// suspiciously fast without news gets a breather, so that a
 			// misbehaving intermediary cannot make this loop spin.
 			delay = 0
-			if a.status == http.StatusNotModified && time.Since(start) < minLongPoll {
+			if pr.NotModified && time.Since(start) < minLongPoll {
 				delay = minLongPoll
 			}
-		case ok:
-			delay = ra
+		case pr.HasRetryAfter:
+			delay = pr.RetryAfter
 		default:
 			delay = time.Second
 		}
@@ -192,6 +174,78 @@ func (c *Client) Wait(ctx context.Context, id string, opts *WaitOptions) (*Reque
 
 // minLongPoll is the least time between two long polls that brought no news.
 const minLongPoll = 100 * time.Millisecond
+
+// PollOptions make one poll conditional or long.
+type PollOptions struct {
+	// IfNoneMatch is the ETag of the state the caller has (PollResult.ETag):
+	// an unchanged request then answers 304, NotModified. default: "".
+	IfNoneMatch string
+	// Wait asks the service to hold the answer until the request changes, for
+	// up to this long (Prefer: wait, whole seconds, at least 1; the service
+	// clamps it to wait.max). default: 0, an ordinary poll.
+	Wait time.Duration
+}
+
+// PollResult is the answer to one Poll.
+type PollResult struct {
+	// Request is the current state; nil when NotModified.
+	Request *Request
+	// NotModified: the state is still the one IfNoneMatch named.
+	NotModified bool
+	// ETag names this state for the next IfNoneMatch.
+	ETag string
+	// RetryAfter is when the service wants the next poll (HasRetryAfter:
+	// whether it said; a terminal answer does not).
+	RetryAfter    time.Duration
+	HasRetryAfter bool
+	// LongPolled: the service applied the wait (Preference-Applied); it may
+	// be asked again at once.
+	LongPolled bool
+}
+
+// Poll is one poll of a request (GET /v1/requests/{id}, read scope or its poll
+// token), conditional with IfNoneMatch and long with Wait (spec §12). Unlike
+// Get it is not retried: a caller that loops over Poll paces itself, as Wait
+// does, by the answer's RetryAfter and the errors' (429, 503).
+func (c *Client) Poll(ctx context.Context, id string, o PollOptions) (*PollResult, error) {
+	if id == "" {
+		return nil, errNoID
+	}
+	h := http.Header{}
+	asked := 0
+	if o.Wait > 0 {
+		asked = max(1, int((o.Wait+time.Second-1)/time.Second))
+		h.Set("Prefer", "wait="+strconv.Itoa(asked))
+	}
+	if o.IfNoneMatch != "" {
+		h.Set("If-None-Match", o.IfNoneMatch)
+	}
+	a, err := c.do(ctx, &call{method: http.MethodGet, path: requestPath(id, ""), header: h, attempts: 1})
+	if err != nil {
+		return nil, fmt.Errorf("poll request %s: %w", id, err)
+	}
+	pr := &PollResult{NotModified: a.status == http.StatusNotModified, ETag: a.header.Get("ETag"),
+		LongPolled: preferenceApplied(a.header)}
+	pr.RetryAfter, pr.HasRetryAfter = retryAfter(a.header)
+	if pr.ETag == "" {
+		pr.ETag = o.IfNoneMatch
+	}
+	if asked > 0 {
+		if pr.LongPolled {
+			c.longPoll.Store(longPollApplied)
+		} else {
+			c.longPoll.Store(longPollIgnored)
+		}
+	}
+	if !pr.NotModified {
+		var r Request
+		if err := decode(a, &r); err != nil {
+			return nil, fmt.Errorf("poll request %s: %w", id, err)
+		}
+		pr.Request = &r
+	}
+	return pr, nil
+}
 
 // preferenceApplied reports whether the answer says it applied Prefer: wait.
 func preferenceApplied(h http.Header) bool {
