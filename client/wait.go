@@ -64,7 +64,9 @@ const (
 // (GET /v1/requests/{id}, read scope or its poll token). A failed, cancelled
 // or expired request is not an error: read its Status.
 //
-// Every poll asks for a long poll (Prefer: wait). Where the service applies it
+// Every poll asks for a long poll (Prefer: wait), the first one with
+// If-None-Match: "0" (no state has version 0) so that it answers at once with
+// the current state, the later ones with the last ETag. Where the service applies it
 // (its answer carries Preference-Applied), Wait learns of each change at once
 // and polls again at once. Where it does not (an older service, a proxy that
 // drops the header, a replica at its wait.max_waiters), Wait polls when each
@@ -109,6 +111,12 @@ func (c *Client) Wait(ctx context.Context, id string, opts *WaitOptions) (*Reque
 			po.Wait = time.Duration(o.WaitSeconds) * time.Second
 			if dl, ok := ctx.Deadline(); ok {
 				po.Wait = min(po.Wait, time.Until(dl))
+			}
+			if etag == "" {
+				// A long poll without If-None-Match is held until the first
+				// change; the ETag of no version (they start at 1) makes the
+				// first answer come at once with the current state.
+				po.IfNoneMatch = noVersion
 			}
 		}
 		start := time.Now()
@@ -171,6 +179,9 @@ func (c *Client) Wait(ctx context.Context, id string, opts *WaitOptions) (*Reque
 		}
 	}
 }
+
+// noVersion is an ETag that matches no state of any request.
+const noVersion = `"0"`
 
 // minLongPoll is the least time between two long polls that brought no news.
 const minLongPoll = 100 * time.Millisecond

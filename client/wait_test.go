@@ -321,9 +321,9 @@ func (f *fakeLongPoll) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	v, ch := f.version, f.changed
 	f.mu.Unlock()
 	etag := `"` + strconv.FormatInt(v, 10) + `"`
-	if r.Header.Get("Prefer") != "" && v < 4 && (r.Header.Get("If-None-Match") == "" || r.Header.Get("If-None-Match") == etag) {
+	if r.Header.Get("Prefer") != "" && v < 4 {
 		w.Header().Set("Preference-Applied", r.Header.Get("Prefer"))
-		if r.Header.Get("If-None-Match") != "" {
+		if inm := r.Header.Get("If-None-Match"); inm == "" || inm == etag { // held until a change
 			select {
 			case <-ch:
 			case <-time.After(5 * time.Second):
@@ -372,8 +372,11 @@ func TestWaitLongPollProtocol(t *testing.T) {
 	f.mu.Lock()
 	polls := f.polls
 	f.mu.Unlock()
+	if polls[0].Get("If-None-Match") != `"0"` {
+		t.Fatalf("the first poll would be held until a change: %v", polls[0])
+	}
 	for i, h := range polls {
-		if h.Get("Prefer") != "wait=25" || (i > 0 && h.Get("If-None-Match") == "") {
+		if h.Get("Prefer") != "wait=25" || h.Get("If-None-Match") == "" {
 			t.Fatalf("poll %d: %v", i, h)
 		}
 	}
