@@ -68,6 +68,12 @@ func Defaults() Config {
 			Format: "json",
 			Level:  "info",
 		},
+		Wait: Wait{
+			Max:        25 * time.Second,
+			MaxWaiters: 10000,
+			Heartbeat:  15 * time.Second,
+			StreamMax:  10 * time.Minute,
+		},
 	}
 }
 

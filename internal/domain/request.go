@@ -2,6 +2,7 @@ package domain
 
 import (
 	"encoding/json"
+	"errors"
 	"time"
 )
 
@@ -226,4 +227,46 @@ type PollResult struct {
 	Request    *Request
 	RetryAfter int // seconds; 0 for terminal requests
 	Rate       *RateInfo
+}
+
+// Snapshot is a fresh read of a watched request (Watch). Err is set when the read
+// failed: a NOT_FOUND error when the request is gone (deleted, past retention),
+// BACKEND_UNAVAILABLE when Redis was away. Seq orders the reads of one Watch:
+// a snapshot answers every Refresh that returned a number <= its Seq.
+type Snapshot struct {
+	Request *Request
+	Err     error
+	Seq     uint64
+}
+
+// Watch follows one request: once it is returned, every change accepted by any
+// replica is followed by a Snapshot on Changes, read from the store after the
+// change (never taken from the announcement). Changes keeps only the newest
+// snapshot: a slow reader sees the latest state, never a queue. Refresh asks
+// for a read made after the call, and returns the Seq that answers it. Close
+// releases the watch; it is safe to call more than once.
+type Watch interface {
+	Changes() <-chan Snapshot
+	Refresh() uint64
+	Close()
+}
+
+// FinalRead is the read a waiter makes when its time is up: a read started
+// after the call (so that a change whose announcement was lost is still
+// seen), waited for at most timeout (then BACKEND_UNAVAILABLE).
+func FinalRead(wa Watch, timeout time.Duration) Snapshot {
+	want := wa.Refresh()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		select {
+		case snap := <-wa.Changes():
+			if snap.Seq >= want {
+				return snap
+			}
+		case <-t.C:
+			return Snapshot{Err: &Error{Code: BackendUnavailable, Message: "The status store is unavailable; retry later.",
+				RetryAfterSeconds: 1, Err: errors.New("final read of a wait not answered in time")}, Seq: want}
+		}
+	}
 }
