@@ -132,9 +132,12 @@ func newService(rdb redis.UniversalClient, o serviceOptions) (*service, func(), 
 	}
 	hooks.Registered = d.Watch
 	st.OnOutbox(d.Nudge)
+	// Waiting without polling (spec §12), as serve wires it.
+	hub := st.NewHub(store.HubOptions{Log: log})
 	srv := httpapi.New(st, a, nil, httpapi.Options{BodyLimitBytes: o.bodyLimit, Schedule: o.schedule,
 		Limits:   domain.Limits{ContextBytes: 4096, ResultBytes: 16384},
-		Webhooks: hooks, ReadTimeout: 10 * time.Second, WriteTimeout: time.Minute, IdleTimeout: time.Minute}, log)
+		Webhooks: hooks, ReadTimeout: 10 * time.Second, WriteTimeout: time.Minute, IdleTimeout: time.Minute,
+		Waits: hub, Wait: httpapi.WaitOptions{Max: 25 * time.Second, MaxWaiters: 10000, ReadTimeout: 5 * time.Second}}, log)
 	svc := &service{Store: st, Keys: map[string]string{}}
 	for _, k := range []struct {
 		name, tenant string
@@ -166,13 +169,16 @@ func newService(rdb redis.UniversalClient, o serviceOptions) (*service, func(), 
 		cancel()
 		<-swept
 		<-dispatched
+		hub.Close()
 		return nil, nil, err
 	}
 	served := make(chan struct{})
 	go func() { defer close(served); _ = srv.App().Listener(ln) }()
 	svc.URL = "http://" + ln.Addr().String()
 	stop := func() {
+		srv.StopWaits()
 		_ = srv.App().ShutdownWithTimeout(5 * time.Second)
+		hub.Close()
 		<-served
 		cancel()
 		<-swept

@@ -21,8 +21,9 @@ type StreamOptions struct {
 	// Stream. default: nil.
 	OnChange func(*Request)
 	// LastEventID resumes a stream: the service sends only states after this
-	// version (the id of the last event seen). default: "", the current
-	// state first.
+	// version (the id of the last event seen); when it is the terminal
+	// version, Stream returns the request as it is, without OnChange.
+	// default: "", the current state first.
 	LastEventID string
 	// MaxBackoff caps the jittered, doubling backoff between reconnections
 	// after errors. default: 30s.
@@ -69,6 +70,15 @@ func (c *Client) Stream(ctx context.Context, id string, opts *StreamOptions) (*R
 		if ctx.Err() != nil {
 			return s.last, fmt.Errorf("stream request %s: %w", id, ctx.Err())
 		}
+		if errors.Is(err, errStreamOver) {
+			// Resumed at the terminal version: the caller has seen the end
+			// already, and this is it.
+			r, err := c.Get(ctx, id)
+			if err != nil {
+				return s.last, fmt.Errorf("stream request %s: %w", id, err)
+			}
+			return r, nil
+		}
 		var e *Error
 		if errors.As(err, &e) && e.Status != http.StatusTooManyRequests && e.Status != http.StatusServiceUnavailable {
 			return s.last, fmt.Errorf("stream request %s: %w", id, err)
@@ -96,6 +106,9 @@ func (c *Client) Stream(ctx context.Context, id string, opts *StreamOptions) (*R
 	}
 }
 
+// errStreamOver is a 204 answer: Last-Event-ID named the terminal version.
+var errStreamOver = errors.New("stream over")
+
 // streamState is what survives a reconnection.
 type streamState struct {
 	lastID    string
@@ -115,6 +128,9 @@ func (c *Client) streamOnce(ctx context.Context, id string, s *streamState) (got
 		return 0, err
 	}
 	defer res.Body.Close()
+	if res.StatusCode == http.StatusNoContent {
+		return 0, errStreamOver
+	}
 	if res.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
 		return 0, problemError(res, b)

@@ -242,6 +242,20 @@ func TestStream(t *testing.T) {
 		if final.Status != client.StatusSucceeded || len(seen) < 2 || seen[0].Version != 1 {
 			t.Fatalf("final %+v, seen %d", final, len(seen))
 		}
+		// resumed at the end: nothing more to see, the final state returned
+		called := false
+		again, err := c.Stream(ctx, cr.ID, &client.StreamOptions{LastEventID: strconv.FormatInt(final.Version, 10),
+			OnChange: func(*client.Request) { called = true }})
+		if err != nil || again.Version != final.Version || !again.Done || called {
+			t.Fatalf("resumed at the terminal version: %+v %v (OnChange called: %v)", again, err, called)
+		}
+		// resumed in the middle: only the later states
+		var later []int64
+		again, err = c.Stream(ctx, cr.ID, &client.StreamOptions{LastEventID: strconv.FormatInt(final.Version-1, 10),
+			OnChange: func(r *client.Request) { later = append(later, r.Version) }})
+		if err != nil || len(later) != 1 || later[0] != final.Version {
+			t.Fatalf("resumed one version before the end: %+v %v", later, err)
+		}
 		_, err = c.Stream(ctx, "01936f7e-8a3c-7b51-9a56-2f3c1e0d4b7a", nil)
 		wantErr(t, err, client.ErrNotFound, 404, client.CodeNotFound)
 	})
