@@ -51,7 +51,7 @@ func dispatch(ctx context.Context, args []string, environ []string, stdout, stde
 	// A misspelt override is otherwise silently ignored. serve logs the
 	// warnings with its logger; the other commands print them.
 	unknown := config.UnknownEnv(environ)
-	if cmd != "serve" && cmd != "version" && !isHelp(cmd) {
+	if cmd != "serve" && cmd != "version" && cmd != "requests" && !isHelp(cmd) {
 		for _, w := range unknown {
 			fmt.Fprintln(stderr, "warning:", w)
 		}
@@ -69,6 +69,8 @@ func dispatch(ctx context.Context, args []string, environ []string, stdout, stde
 		return cmdWebhooks(ctx, rest, getenv, stdout, stderr)
 	case "config":
 		return cmdConfig(ctx, rest, getenv, stdout)
+	case "requests":
+		return cmdRequests(ctx, rest, getenv, stdout, stderr)
 	case "version":
 		fs, _, err := flags("version", rest, stderr, nil)
 		if err != nil {

@@ -23,6 +23,9 @@ func exitCode(err error) int {
 	if _, ok := err.(usageError); ok {
 		return 2
 	}
+	if e, ok := err.(interface{ ExitCode() int }); ok { // requests commands (requests.go)
+		return e.ExitCode()
+	}
 	return 1
 }
 
@@ -36,6 +39,7 @@ const usage = `usage:
   asyncstatus webhooks reseal [--tenant T] [--dry-run]
   asyncstatus config check [--config FILE]
   asyncstatus version
+  asyncstatus requests get|list|events|wait ...   (asyncstatus requests --help)
 Every command takes --config FILE and ASYNCSTATUS_* environment overrides.
 "asyncstatus COMMAND --help" describes a command and its flags.`
 
