@@ -30,13 +30,18 @@ func cmdKeys(ctx context.Context, args []string, getenv func(string) string, std
 	switch args[0] {
 	case "create":
 		var tenant, scopes, name string
+		var operator bool
 		_, cfgPath, err := flags("keys create", args[1:], stderr, func(fs *flag.FlagSet) {
 			fs.StringVar(&tenant, "tenant", "", "tenant the key belongs to")
 			fs.StringVar(&scopes, "scopes", "", "read,write[,admin]")
 			fs.StringVar(&name, "name", "", "a name to recognise the key by")
+			fs.BoolVar(&operator, "operator", false, "a console-only key that sees every tenant (no --tenant, no --scopes)")
 		})
 		if err != nil {
 			return err
+		}
+		if operator {
+			return createOperatorKey(ctx, tenant, scopes, name, cfgPath, getenv, stdout, stderr)
 		}
 		if !auth.ValidTenant(tenant) {
 			return usageError{"keys create: --tenant must match ^[a-z0-9][a-z0-9_-]{0,62}$"}
@@ -108,6 +113,28 @@ func cmdKeys(ctx context.Context, args []string, getenv func(string) string, std
 		return nil
 	}
 	return usageError{fmt.Sprintf("keys: unknown subcommand %q", args[0])}
+}
+
+// createOperatorKey is `keys create --operator` (spec §8, §14).
+func createOperatorKey(ctx context.Context, tenant, scopes, name, cfgPath string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if tenant != "" || scopes != "" {
+		return usageError{"keys create: --operator takes no --tenant or --scopes (it sees every tenant, on the console only)"}
+	}
+	b, err := adminBackend(cfgPath, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	plain, k, err := auth.NewOperatorKey(name, time.Now())
+	if err != nil {
+		return err
+	}
+	if err := b.store.SaveKey(ctx, k); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "created operator key %s (console only, every tenant); the key is shown once:\n", k.ID)
+	fmt.Fprintln(stdout, plain)
+	return nil
 }
 
 func cmdTenants(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {

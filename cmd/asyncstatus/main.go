@@ -40,6 +40,7 @@ func exitCode(err error) int {
 const usage = `usage:
   asyncstatus serve [--config FILE]
   asyncstatus keys create --tenant T --scopes read,write[,admin] [--name NAME]
+  asyncstatus keys create --operator [--name NAME]
   asyncstatus keys list --tenant T
   asyncstatus keys revoke KEY_ID
   asyncstatus tenants freeze T | unfreeze T

@@ -21,6 +21,7 @@ type Config struct {
 	Webhooks    Webhooks    `yaml:"webhooks"`
 	Log         Log         `yaml:"log"`
 	Runtime     Runtime     `yaml:"runtime"`
+	Console     Console     `yaml:"console"`
 }
 
 // Redis selects and tunes the store. None of URL, ClusterAddrs and
@@ -182,6 +183,15 @@ type Runtime struct {
 	// 0 leaves Go's choice: every CPU the process may use, a container's CPU
 	// limit and a GOMAXPROCS environment variable included. default: 0.
 	MaxProcs int `yaml:"max_procs"`
+}
+
+// Console is the operator console (spec §14, docs/console.md).
+type Console struct {
+	// Addr of the console's own listener. "" turns the console off.
+	// default: "127.0.0.1:8081" (loopback: reach it through your own access proxy).
+	Addr string `yaml:"addr"`
+	// SessionTTL: a console session ends this long after sign-in. default: 8h.
+	SessionTTL time.Duration `yaml:"session_ttl"`
 }
 
 // Embedded reports whether no Redis is configured.

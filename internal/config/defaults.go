@@ -68,6 +68,10 @@ func Defaults() Config {
 			Format: "json",
 			Level:  "info",
 		},
+		Console: Console{
+			Addr:       "127.0.0.1:8081",
+			SessionTTL: 8 * time.Hour,
+		},
 	}
 }
 
