@@ -175,7 +175,9 @@ func (s *Server) secured(next http.Handler) http.Handler {
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Cache-Control", "no-store")
 		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "no-referrer")
+		// same-origin, not no-referrer: under no-referrer browsers send
+		// "Origin: null" with forms, which the origin check below must refuse
+		h.Set("Referrer-Policy", "same-origin")
 		if r.Method == http.MethodPost {
 			if o := r.Header.Get("Origin"); o != "" && o != origin(r) {
 				s.refuse(w, r, http.StatusForbidden, "FORBIDDEN", "This form came from another site.")
