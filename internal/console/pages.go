@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"html/template"
 	"net/http"
 	"net/url"
 	"sort"
@@ -80,13 +81,30 @@ func (s *Server) requestsPage(w http.ResponseWriter, r *http.Request, v *view) {
 		s.failed(w, r, v, listErr)
 		return
 	default:
-		data["Items"] = page.Items
+		data["Items"] = rows(page.Items)
 		if page.NextCursor != "" {
 			data["Next"] = nextPage(f, page.NextCursor)
 		}
 	}
 	v.Title, v.Nav, v.Data = "Requests of "+v.Tenant, "requests", data
 	s.render(w, r, status, "requests", v)
+}
+
+// row is one line of the requests table, its cells rendered once in Go: the
+// template then only copies them (calling functions from a template goes
+// through reflection, most of a page's CPU with 50 rows).
+type row struct {
+	ID, Type, CreatedBy      string
+	Status, Created, Updated template.HTML
+}
+
+func rows(items []*domain.Request) []row {
+	out := make([]row, len(items))
+	for i, r := range items {
+		out[i] = row{ID: r.ID, Type: r.Type, CreatedBy: r.CreatedBy, Status: statusTag(r.Status),
+			Created: timeTag(r.CreatedAt), Updated: timeTag(r.UpdatedAt)}
+	}
+	return out
 }
 
 // filterForm is what the filter form shows back: the values as given.
