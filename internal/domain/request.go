@@ -230,3 +230,25 @@ type PollResult struct {
 	RetryAfter int // seconds; 0 for terminal requests
 	Rate       *RateInfo
 }
+
+// Snapshot is a fresh read of a watched request (Watch). Err is set when the read
+// failed: a NOT_FOUND error when the request is gone (deleted, past retention),
+// BACKEND_UNAVAILABLE when Redis was away. Seq orders the reads of one Watch:
+// a snapshot answers every Refresh that returned a number <= its Seq.
+type Snapshot struct {
+	Request *Request
+	Err     error
+	Seq     uint64
+}
+
+// Watch follows one request: once it is returned, every change accepted by any
+// replica is followed by a Snapshot on Changes, read from the store after the
+// change (never taken from the announcement). Changes keeps only the newest
+// snapshot: a slow reader sees the latest state, never a queue. Refresh asks
+// for a read made after the call, and returns the Seq that answers it. Close
+// releases the watch; it is safe to call more than once.
+type Watch interface {
+	Changes() <-chan Snapshot
+	Refresh() uint64
+	Close()
+}

@@ -12,12 +12,25 @@ type keys struct{ prefix string }
 // scripts/lua/lib.lua and record.go), events included. TTL: retention, from the
 // terminal transition on.
 func (k keys) record(tenant, id string) string {
-	return k.recordPrefix(tenant) + id
+	return k.prefix + ":" + recordTag(tenant, id) + ":r:" + id
 }
 
 // recordPrefix is record without the id: scripts that find records through index
 // entries (list.lua, sweep.lua) name them from it.
 func (k keys) recordPrefix(tenant string) string { return k.prefix + ":{" + tenant + "}:r:" }
+
+// changes: the pub/sub channel on which the scripts that change or remove the
+// record of (tenant, id) announce "<id>,<version>" (hub.go). It must carry the
+// same hash tag as record(tenant, id), so that a script may SPUBLISH on it on a
+// Cluster: build both from recordTag, and when the record's tag changes (a
+// tenant's keys sharded over several tags) this channel follows. One channel
+// per tag, not per id: docs/design.md, Waiting, says why.
+func (k keys) changes(tenant, id string) string {
+	return k.prefix + ":" + recordTag(tenant, id) + ":w"
+}
+
+// recordTag is the hash tag of record(tenant, id).
+func recordTag(tenant, _ string) string { return "{" + tenant + "}" }
 
 // pacing: hash <caller> -> "n,at,ra", the poll pacing state of a non-terminal
 // request (poll.lua). The terminal transition and delete remove it.

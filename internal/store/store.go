@@ -150,6 +150,7 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 		{"BUCKET_WIDTH", o.RetentionBucket.Milliseconds()},
 		{"IDEMPOTENCY_TTL", millis(o.IdempotencyTTL)},
 		{"OUTBOX_BOUND", strconv.Itoa(outboxCap)},
+		{"PUBLISH", publishCommand(rdb)},
 	})); err != nil {
 		return nil, err
 	}
@@ -173,6 +174,17 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 		s.ap = ap
 	}
 	return s, nil
+}
+
+// publishCommand is how the scripts announce changes (keys.changes): sharded
+// pub/sub on a Cluster, where a plain PUBLISH would be broadcast to every node
+// of the bus, and where the hub subscribes on the shard that owns the channel's
+// slot; plain pub/sub elsewhere (miniredis has no SPUBLISH).
+func publishCommand(rdb redis.UniversalClient) string {
+	if _, ok := rdb.(*redis.ClusterClient); ok {
+		return "SPUBLISH"
+	}
+	return "PUBLISH"
 }
 
 // autoPipeliner is what *redis.Client, *redis.ClusterClient and *redis.Ring offer.
@@ -530,7 +542,8 @@ func (s *Store) transition(ctx context.Context, p domain.TransitionParams, op st
 	}
 	ca, _ := idMillis(p.ID)
 	keys := []string{s.k.record(p.Tenant, p.ID), s.k.deadlines(p.Tenant), s.k.retentionBuckets(p.Tenant),
-		s.k.pacing(p.Tenant, p.ID), s.k.meta(p.Tenant), s.k.webhookFilter(p.Tenant), s.k.outbox(p.Tenant)}
+		s.k.pacing(p.Tenant, p.ID), s.k.meta(p.Tenant), s.k.webhookFilter(p.Tenant), s.k.outbox(p.Tenant),
+		s.k.changes(p.Tenant, p.ID)}
 	fp := ""
 	if p.IdemKey != "" {
 		keys = append(keys, s.idemKey(p.Tenant, op, p.ID, p.IdemKey))
@@ -555,7 +568,7 @@ func (s *Store) Delete(ctx context.Context, tenant, id string) error {
 	if !validID(id) {
 		return domain.ErrNotFound()
 	}
-	keys := []string{s.k.record(tenant, id), s.k.deadlines(tenant), s.k.pacing(tenant, id)}
+	keys := []string{s.k.record(tenant, id), s.k.deadlines(tenant), s.k.pacing(tenant, id), s.k.changes(tenant, id)}
 	r, err := s.run(ctx, s.sc.remove, keys, id, ms(s.now()), s.k.indexPrefix(tenant))
 	if err != nil {
 		return backend("delete request "+id, err)

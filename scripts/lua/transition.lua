@@ -6,7 +6,10 @@
 -- KEYS[3] retention bucket index (zset of bucket ends)
 -- KEYS[4] pacing hash      KEYS[5] tenant meta hash (its wh field: has webhook endpoints)
 -- KEYS[6] webhook filter hash (endpoint id -> event letters)
--- KEYS[7] webhook outbox stream                    KEYS[8] idempotency key (optional)
+-- KEYS[7] webhook outbox stream
+-- KEYS[8] change channel (the record's hash tag): an applied call announces
+--         "<id>,<version>" on it for the waiters (internal/store/hub.go)
+-- KEYS[9] idempotency key (optional)
 -- ARGV[1] target status: p s f c e        ARGV[2] now (unix ms)
 -- ARGV[3] by (key id, or "system")
 -- ARGV[4] payload: progress / result / failure JSON, cancel reason JSON, or ""
@@ -28,7 +31,8 @@
 -- The configuration comes as constants (store.New, through luaConstants in scripts.go):
 -- QUEUED_TIMEOUT, PROCESSING_TIMEOUT, RETENTION (ms, 0 = forever), each with its
 -- per-type ";t=ms;" string (..._BY_TYPE), IDEMPOTENCY_TTL (ms), OUTBOX_BOUND
--- (XADD MAXLEN ~) and BUCKET_WIDTH (ms, the retention buckets').
+-- (XADD MAXLEN ~), BUCKET_WIDTH (ms, the retention buckets') and PUBLISH
+-- ('SPUBLISH' on a Cluster, else 'PUBLISH').
 -- An applied status change emits its webhook event (emit_webhooks, when the tenant
 -- has endpoints: meta field wh): queued ->
 -- processing emits p (request.processing), a terminal status its own letter. A
@@ -41,7 +45,7 @@
 --   "6" .. record  already terminal (record untouched)
 --   "7" sweeper guard failed: nothing to do
 local record, deadlines, buckets, pacing, meta, hooks, outbox, idem =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[9]
 local to, now, by, payload, guard, id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[6], ARGV[8]
 
 local rec = rcall('GET', record)
@@ -125,6 +129,8 @@ else
 end
 
 if idem then rcall('SET', idem, ARGV[7], 'PX', IDEMPOTENCY_TTL) end
+-- every applied call changes the version (a heartbeat too): wake the waiters
+rcall(PUBLISH, KEYS[8], id .. ',' .. f[2])
 -- the meta hash is small and read by every create and poll: asking it whether
 -- there are endpoints at all is cheaper than reading an absent filter hash
 if from ~= to and rcall('HGET', meta, 'wh') then
