@@ -30,13 +30,18 @@ func startConsole(ctx context.Context, cfg config.Config, st *store.Store, authn
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
+	// The hub wakes the live views at each change, made on whichever replica.
+	// The console has its own: one more subscription connection per shard.
+	hub := st.NewHub(store.HubOptions{Log: log})
 	c, err := console.New(st, authn, console.Options{SessionTTL: cfg.Console.SessionTTL, Config: masked,
-		Gatherer: m.Registry(), Log: log})
+		Gatherer: m.Registry(), Log: log, Watcher: hub})
 	if err != nil {
+		hub.Close()
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", cfg.Console.Addr)
 	if err != nil {
+		hub.Close()
 		return nil, fmt.Errorf("console: listen on %s (console.addr): %w", cfg.Console.Addr, err)
 	}
 	// Streams (live views) end with ctx; no write timeout, since they are long.
@@ -49,6 +54,7 @@ func startConsole(ctx context.Context, cfg config.Config, st *store.Store, authn
 		link, err := c.SignInLink(ctx, base, demoKeyID)
 		if err != nil {
 			_ = ln.Close()
+			hub.Close()
 			return nil, fmt.Errorf("console: sign-in link: %w", err)
 		}
 		fmt.Fprintf(stdout, "  Operator console: %s/\n  One-click sign-in for the demo key (works once, within 15 minutes):\n\n%s\n\n", base, link)
@@ -71,6 +77,7 @@ func startConsole(ctx context.Context, cfg config.Config, st *store.Store, authn
 		}
 		<-done
 		<-done
+		hub.Close()
 	}, nil
 }
 

@@ -426,7 +426,16 @@ func between(s, from, to string) string {
 // next state when it changes, and ends after the terminal one; without a
 // session it is refused like any page.
 func TestLiveRequest(t *testing.T) {
-	s := newStack(t, miniredis(), stackOptions{})
+	t.Run("Hub", func(t *testing.T) {
+		// an hour between re-reads: only the hub's wake-up can be seen in time
+		testLiveRequest(t, newStack(t, miniredis(), stackOptions{live: time.Hour}))
+	})
+	t.Run("Polling", func(t *testing.T) {
+		testLiveRequest(t, newStack(t, miniredis(), stackOptions{poll: true}))
+	})
+}
+
+func testLiveRequest(t *testing.T, s *stack) {
 	admin, _ := s.key(t, "acme", adminScopes)
 	r := s.create(t, "acme", "x")
 	c := s.mustSignIn(t, admin)
@@ -458,7 +467,16 @@ func TestLiveRequest(t *testing.T) {
 			}
 		}
 	}()
-	first := <-events
+	recv := func(what string) string {
+		select {
+		case ev := <-events:
+			return ev
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no %s event within 10s", what)
+		}
+		return ""
+	}
+	first := recv("first")
 	if !strings.Contains(first, `data-terminal="false"`) || !strings.Contains(first, "st-queued") {
 		t.Fatalf("first event:\n%s", first)
 	}
@@ -466,8 +484,9 @@ func TestLiveRequest(t *testing.T) {
 		domain.CompleteInput{ResultType: "answer", Result: json.RawMessage(`{"n":1}`)}); err != nil {
 		t.Fatal(err)
 	}
-	last := <-events
-	if !strings.Contains(last, `data-terminal="true"`) || !strings.Contains(last, `<span class="st st-succeeded">succeeded</span>`) {
+	last := recv("completed")
+	if !strings.Contains(last, `data-terminal="true"`) ||
+		!strings.Contains(last, `<span class="st st-queued">queued</span> → <span class="st st-succeeded">succeeded</span>`) {
 		t.Fatalf("event after complete:\n%s", last)
 	}
 	if _, open := <-events; open {

@@ -49,6 +49,9 @@ type stackOptions struct {
 	withAPI  bool
 	config   []byte
 	live     time.Duration
+	// poll leaves the console without the notification hub: live views re-read
+	// every live interval.
+	poll bool
 }
 
 func newStack(tb testing.TB, b testenv.Backend, o stackOptions) *stack {
@@ -65,14 +68,25 @@ func newStack(tb testing.TB, b testenv.Backend, o stackOptions) *stack {
 		tb.Fatalf("ready: %v", err)
 	}
 	s := &stack{st: st, clock: o.clock, logs: &testenv.Buffer{}}
+	tb.Cleanup(func() {
+		if tb.Failed() {
+			tb.Logf("log:\n%s", s.logs.String())
+		}
+	})
 	log := slog.New(slog.NewJSONHandler(s.logs, nil))
 	s.auth = auth.New(st, []byte("0123456789abcdef0123456789abcdef"), o.cacheTTL, o.clock)
 	reg := prometheus.NewRegistry()
 	if s.metrics, err = metrics.New(reg); err != nil {
 		tb.Fatal(err)
 	}
-	s.console, err = console.New(st, s.auth, console.Options{SessionTTL: time.Hour, Config: o.config, Gatherer: reg,
-		Log: log, Now: o.clock, LiveInterval: orDefault(o.live, 50*time.Millisecond)})
+	co := console.Options{SessionTTL: time.Hour, Config: o.config, Gatherer: reg,
+		Log: log, Now: o.clock, LiveInterval: orDefault(o.live, 50*time.Millisecond)}
+	if !o.poll {
+		hub := st.NewHub(store.HubOptions{Log: log})
+		tb.Cleanup(hub.Close)
+		co.Watcher = hub
+	}
+	s.console, err = console.New(st, s.auth, co)
 	if err != nil {
 		tb.Fatal(err)
 	}

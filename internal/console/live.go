@@ -1,11 +1,19 @@
 package console
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
+
+// Watcher follows a request's changes (the store's notification hub, §12).
+type Watcher interface {
+	Watch(ctx context.Context, tenant, id string) (domain.Watch, error)
+}
 
 // Live views are console-side event streams (text/event-stream) authenticated
 // by the session cookie: the public stream of §12 would need a poll token or
@@ -17,16 +25,18 @@ import (
 // gone browser is noticed.
 const heartbeat = 15 * time.Second
 
-// stream runs an event stream: next is called at once and then every
-// LiveInterval; it returns the fragment to send ("" when nothing changed) and
+// stream runs an event stream: next is called at once (with nil), then with
+// every snapshot from changes, or, when changes is nil, every LiveInterval
+// (with nil); it returns the fragment to send ("" when nothing changed) and
 // whether the stream is done (sent last).
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, v *view, next func() (string, bool, error)) {
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, v *view, changes <-chan domain.Snapshot,
+	next func(*domain.Snapshot) (string, bool, error)) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
 		s.refuseAs(w, r, v, http.StatusInternalServerError, "INTERNAL", "Streaming is not supported here.")
 		return
 	}
-	first, done, err := next()
+	first, done, err := next(nil)
 	if err != nil {
 		s.failed(w, r, v, err)
 		return
@@ -47,8 +57,12 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, v *view, next fu
 		send(first)
 	}
 	fl.Flush()
-	tick := time.NewTicker(s.opts.LiveInterval)
-	defer tick.Stop()
+	var ticks <-chan time.Time
+	if changes == nil {
+		tick := time.NewTicker(s.opts.LiveInterval)
+		defer tick.Stop()
+		ticks = tick.C
+	}
 	beat := time.NewTicker(heartbeat)
 	defer beat.Stop()
 	end := time.NewTimer(s.opts.LiveMax)
@@ -64,27 +78,61 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, v *view, next fu
 				return
 			}
 			fl.Flush()
-		case <-tick.C:
-			var frag string
-			frag, done, err = next()
-			if err != nil {
-				// the stream ends; the browser reconnects and the page shows why
+		case <-ticks:
+			if done = s.advance(send, next, nil); done {
 				return
 			}
-			if frag != "" {
-				send(frag)
+		case snap := <-changes:
+			if done = s.advance(send, next, &snap); done {
+				return
 			}
 		}
 	}
 }
 
+// advance sends what next makes of a wake-up; true ends the stream (after
+// the last state, or an error: the browser reconnects and the page shows why).
+func (s *Server) advance(send func(string), next func(*domain.Snapshot) (string, bool, error), snap *domain.Snapshot) bool {
+	frag, done, err := next(snap)
+	if err != nil {
+		return true
+	}
+	if frag != "" {
+		send(frag)
+	}
+	return done
+}
+
 // requestLive streams the request page's live part whenever the request's
-// version changes, and ends after its terminal state.
+// version changes, and ends after its terminal state. With the store's
+// notification hub (Options.Watcher) it is woken by each change, on whichever
+// replica it was made; without one (or while the hub cannot subscribe) it
+// re-reads every LiveInterval.
 func (s *Server) requestLive(w http.ResponseWriter, r *http.Request, v *view) {
 	id := r.PathValue("id")
 	p := "/t/" + v.Tenant + "/requests/" + id
+	var changes <-chan domain.Snapshot
+	if s.opts.Watcher != nil {
+		// watched before the first read, so that no change falls between them
+		wa, err := s.opts.Watcher.Watch(r.Context(), v.Tenant, id)
+		if err != nil {
+			s.log.Warn("console: cannot watch the request; its live view re-reads instead", "id", id, "err", err)
+		} else {
+			defer wa.Close()
+			changes = wa.Changes()
+		}
+	}
 	var version int64 = -1
-	s.stream(w, r, v, func() (string, bool, error) {
+	s.stream(w, r, v, changes, func(snap *domain.Snapshot) (string, bool, error) {
+		if snap != nil {
+			if snap.Err != nil {
+				return "", true, snap.Err
+			}
+			if snap.Request != nil && snap.Request.Version == version {
+				return "", false, nil
+			}
+		}
+		// the hub's snapshot has no events: the timeline needs a read with them
 		req, err := s.read(r.Context(), v.Tenant, id)
 		if err != nil {
 			return "", true, err
@@ -100,7 +148,7 @@ func (s *Server) requestLive(w http.ResponseWriter, r *http.Request, v *view) {
 
 // figuresLive streams the figures every LiveInterval.
 func (s *Server) figuresLive(w http.ResponseWriter, r *http.Request, v *view) {
-	s.stream(w, r, v, func() (string, bool, error) {
+	s.stream(w, r, v, nil, func(*domain.Snapshot) (string, bool, error) {
 		frag, err := s.fragment("figures", "live", &view{Data: s.figs.figures()})
 		return frag, false, err
 	})

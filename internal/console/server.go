@@ -58,7 +58,11 @@ type Options struct {
 	// Gatherer is the service's own metrics registry, for the figures page.
 	// default: nil, no figures.
 	Gatherer prometheus.Gatherer
-	// LiveInterval: how often a live view re-reads what it shows. default: 1s.
+	// Watcher wakes a request's live view at each change (the store's
+	// notification hub). default: nil, the view re-reads every LiveInterval.
+	Watcher Watcher
+	// LiveInterval: how often a live view without a Watcher re-reads what it
+	// shows, and how often the figures are sent. default: 1s.
 	LiveInterval time.Duration
 	// LiveMax bounds one live stream; the browser then reconnects. default: 10m.
 	LiveMax time.Duration
