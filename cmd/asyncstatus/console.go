@@ -20,10 +20,10 @@ import (
 // startConsole serves the operator console (spec §14) on console.addr until ctx
 // ends; the returned stop waits for it. With the embedded store it prints the
 // console's URL and a one-time sign-in link for the demo key (demoKeyID) on
-// stdout, beside the demo key itself. console.addr "" starts nothing.
+// stdout, beside the demo key itself. console.addr "" or "off" starts nothing.
 func startConsole(ctx context.Context, cfg config.Config, st *store.Store, authn *auth.Authenticator, m *metrics.Metrics,
 	log *slog.Logger, demoKeyID string, stdout io.Writer) (stop func(), err error) {
-	if cfg.Console.Addr == "" {
+	if !cfg.Console.Enabled() {
 		return func() {}, nil
 	}
 	masked, err := cfg.Masked().YAML()

@@ -64,7 +64,7 @@ func TestSIGTERMFinishesInFlight(t *testing.T) {
 		"ASYNCSTATUS_REDIS_URL=redis://" + redisProc.Addr() + "/0",
 		"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET=" + strings.Repeat("s", 32),
 		"ASYNCSTATUS_WEBHOOKS_SECRET_KEY=" + strings.Repeat("w", 32),
-		"ASYNCSTATUS_HTTP_ADDR=" + addr,
+		"ASYNCSTATUS_HTTP_ADDR=" + addr, "ASYNCSTATUS_CONSOLE_ADDR=off",
 		// Long enough for the requests held by the frozen Redis to outlive the
 		// SIGTERM and be answered normally once it thaws.
 		"ASYNCSTATUS_REDIS_OP_TIMEOUT=5s",

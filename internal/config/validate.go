@@ -72,9 +72,9 @@ func (c *Config) Validate() error {
 		}
 	}
 
-	if c.Console.Addr != "" {
+	if c.Console.Enabled() {
 		if _, _, err := net.SplitHostPort(c.Console.Addr); err != nil {
-			p.add("console.addr", "must be [host]:port or empty (console off), got %q", c.Console.Addr)
+			p.add("console.addr", "must be [host]:port, or \"\" or \"off\" (console off), got %q", c.Console.Addr)
 		}
 	}
 	p.positive("console.session_ttl", c.Console.SessionTTL)
