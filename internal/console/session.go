@@ -112,14 +112,19 @@ func (s *Server) session(h handler) http.HandlerFunc {
 
 // operator requires an operator's session; to anyone else the page does not
 // exist.
-func (s *Server) operator(h handler) http.HandlerFunc {
-	return s.session(func(w http.ResponseWriter, r *http.Request, v *view) {
+func (s *Server) operator(h handler) http.HandlerFunc { return s.session(s.onlyOperator(h)) }
+
+// operatorTenant is tenant for operators only (freeze and unfreeze).
+func (s *Server) operatorTenant(h handler) http.HandlerFunc { return s.tenant(s.onlyOperator(h)) }
+
+func (s *Server) onlyOperator(h handler) handler {
+	return func(w http.ResponseWriter, r *http.Request, v *view) {
 		if !v.Session.Operator {
 			s.notFound(w, r, v)
 			return
 		}
 		h(w, r, v)
-	})
+	}
 }
 
 // tenant requires a session that may see the tenant named in the URL: an
@@ -133,16 +138,6 @@ func (s *Server) tenant(h handler) http.HandlerFunc {
 			return
 		}
 		v.Tenant = t
-		h(w, r, v)
-	})
-}
-
-func (s *Server) operatorTenant(h handler) http.HandlerFunc {
-	return s.tenant(func(w http.ResponseWriter, r *http.Request, v *view) {
-		if !v.Session.Operator {
-			s.notFound(w, r, v)
-			return
-		}
 		h(w, r, v)
 	})
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,46 +21,41 @@ func (s *Store) Tenants(ctx context.Context) ([]string, error) {
 
 // TenantSummary counts a tenant's requests by status from its indexes (ZCARD
 // of each status and type set; no record is read) and finds its oldest queued
-// and processing requests. Two round trips, each inside the tenant's slot: the
-// meta hash names the types, then one pipeline asks every index.
+// and processing requests, inside the tenant's slot. The meta hash names the
+// types, and types never go, so the indexes of the types seen last time are
+// asked in the same pipeline as the meta hash: one round trip, and a second
+// one only for types that are new since.
 func (s *Store) TenantSummary(ctx context.Context, tenant string) (domain.TenantSummary, error) {
 	sum := domain.TenantSummary{Tenant: tenant, Counts: make(map[domain.Status]int64, len(domain.Statuses))}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
-	meta, err := s.rdb.HGetAll(ctx, s.k.meta(tenant)).Result()
+	s.mu.Lock()
+	known := s.seenTypes[tenant]
+	s.mu.Unlock()
+	var meta *redis.MapStringStringCmd
+	probes, err := s.probeIndexes(ctx, tenant, known, func(p redis.Pipeliner) { meta = p.HGetAll(ctx, s.k.meta(tenant)) })
 	if err != nil {
-		return sum, backend("summarise tenant "+tenant, err)
+		return sum, err
 	}
-	sum.Frozen = meta["fz"] == "1"
-	var types []string
-	for f := range meta {
+	sum.Frozen = meta.Val()["fz"] == "1"
+	var types, fresh []string
+	for f := range meta.Val() {
 		if t, ok := strings.CutPrefix(f, "t:"); ok {
 			types = append(types, t)
-		}
-	}
-	if len(types) == 0 {
-		return sum, nil
-	}
-	type probe struct {
-		status domain.Status
-		card   *redis.IntCmd
-		oldest *redis.ZSliceCmd
-	}
-	var probes []probe
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, st := range domain.Statuses {
-			for _, t := range types {
-				pr := probe{status: st, card: p.ZCard(ctx, s.k.index(tenant, st, t))}
-				if !st.Terminal() {
-					pr.oldest = p.ZRangeWithScores(ctx, s.k.index(tenant, st, t), 0, 0)
-				}
-				probes = append(probes, pr)
+			if !slices.Contains(known, t) {
+				fresh = append(fresh, t)
 			}
 		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return sum, backend("summarise tenant "+tenant, err)
+	}
+	if len(fresh) > 0 {
+		more, err := s.probeIndexes(ctx, tenant, fresh, nil)
+		if err != nil {
+			return sum, err
+		}
+		probes = append(probes, more...)
+		s.mu.Lock()
+		s.seenTypes[tenant] = types
+		s.mu.Unlock()
 	}
 	for _, pr := range probes {
 		sum.Counts[pr.status] += pr.card.Val()
@@ -76,6 +72,38 @@ func (s *Store) TenantSummary(ctx context.Context, tenant string) (domain.Tenant
 		}
 	}
 	return sum, nil
+}
+
+// indexProbe is what TenantSummary asks of one status index.
+type indexProbe struct {
+	status domain.Status
+	card   *redis.IntCmd
+	oldest *redis.ZSliceCmd // non-terminal statuses only
+}
+
+// probeIndexes asks the indexes of types in one pipeline, with whatever more
+// adds to it.
+func (s *Store) probeIndexes(ctx context.Context, tenant string, types []string, more func(redis.Pipeliner)) ([]indexProbe, error) {
+	var probes []indexProbe
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		if more != nil {
+			more(p)
+		}
+		for _, st := range domain.Statuses {
+			for _, t := range types {
+				pr := indexProbe{status: st, card: p.ZCard(ctx, s.k.index(tenant, st, t))}
+				if !st.Terminal() {
+					pr.oldest = p.ZRangeWithScores(ctx, s.k.index(tenant, st, t), 0, 0)
+				}
+				probes = append(probes, pr)
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, backend("summarise tenant "+tenant, err)
+	}
+	return probes, nil
 }
 
 // Console sessions and one-time sign-in tokens (spec §14) are kept under the

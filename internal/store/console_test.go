@@ -46,6 +46,18 @@ func TestTenantSummary(t *testing.T) {
 			s.OldestProcessing == nil || !s.OldestProcessing.Equal(first.CreatedAt.Time) {
 			t.Fatalf("summary %+v (queued %v, processing %v)", s, s.OldestQueued, s.OldestProcessing)
 		}
+		// a type new since the last summary is counted too (types seen before
+		// are asked in the meta hash's round trip)
+		if err := f.s.SetFrozen(ctx, "acme", false); err != nil {
+			t.Fatal(err)
+		}
+		f.mustCreate(t, "acme", "c")
+		if s, err := f.s.TenantSummary(ctx, "acme"); err != nil || s.Counts[domain.StatusQueued] != 2 || s.Total() != 4 {
+			t.Fatalf("after a new type: %+v %v", s.Counts, err)
+		}
+		if s, err := f.s.TenantSummary(ctx, "acme"); err != nil || s.Counts[domain.StatusQueued] != 2 || s.Total() != 4 {
+			t.Fatalf("again: %+v %v", s.Counts, err)
+		}
 		tenants, err := f.s.Tenants(ctx)
 		if err != nil || len(tenants) != 2 {
 			t.Fatalf("tenants %v %v", tenants, err)
