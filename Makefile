@@ -8,11 +8,15 @@ GO ?= go
 test: tools
 	$(GO) test -race -count=1 -timeout 15m ./...
 
-# The tests start real redis-server processes; install it on a fresh Debian machine.
+# The tests start real redis-server processes and drive headless Chromium;
+# install them on a fresh Debian machine.
 tools:
 	@command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 || \
 		{ echo "installing redis-server (tests need it)"; \
 		  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools; }
+	@test -x /usr/bin/chromium || \
+		{ echo "installing chromium (the browser test needs it)"; \
+		  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
 run:
 	$(GO) run ./cmd/asyncstatus serve

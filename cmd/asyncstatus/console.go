@@ -21,8 +21,8 @@ import (
 // ends; the returned stop waits for it. With the embedded store it prints the
 // console's URL and a one-time sign-in link for the demo key (demoKeyID) on
 // stdout, beside the demo key itself. console.addr "" or "off" starts nothing.
-func startConsole(ctx context.Context, cfg config.Config, st *store.Store, authn *auth.Authenticator, m *metrics.Metrics,
-	log *slog.Logger, demoKeyID string, stdout io.Writer) (stop func(), err error) {
+func startConsole(ctx context.Context, cfg config.Config, st *store.Store, hub *store.Hub, authn *auth.Authenticator,
+	m *metrics.Metrics, log *slog.Logger, demoKeyID string, stdout io.Writer) (stop func(), err error) {
 	if !cfg.Console.Enabled() {
 		return func() {}, nil
 	}
@@ -30,18 +30,27 @@ func startConsole(ctx context.Context, cfg config.Config, st *store.Store, authn
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
-	// The hub wakes the live views at each change, made on whichever replica.
-	// The console has its own: one more subscription connection per shard.
-	hub := st.NewHub(store.HubOptions{Log: log})
+	// The hub wakes the live views at each change, made on whichever replica:
+	// serve's own (hub, stopped by serve after the console), or, when waiting
+	// is off (wait.max_waiters 0), one of the console's.
+	own := hub == nil
+	if own {
+		hub = st.NewHub(store.HubOptions{Log: log})
+	}
+	closeHub := func() {
+		if own {
+			hub.Close()
+		}
+	}
 	c, err := console.New(st, authn, console.Options{SessionTTL: cfg.Console.SessionTTL, Config: masked,
 		Gatherer: m.Registry(), Log: log, Watcher: hub})
 	if err != nil {
-		hub.Close()
+		closeHub()
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", cfg.Console.Addr)
 	if err != nil {
-		hub.Close()
+		closeHub()
 		return nil, fmt.Errorf("console: listen on %s (console.addr): %w", cfg.Console.Addr, err)
 	}
 	// Streams (live views) end with ctx; no write timeout, since they are long.
@@ -54,7 +63,7 @@ func startConsole(ctx context.Context, cfg config.Config, st *store.Store, authn
 		link, err := c.SignInLink(ctx, base, demoKeyID)
 		if err != nil {
 			_ = ln.Close()
-			hub.Close()
+			closeHub()
 			return nil, fmt.Errorf("console: sign-in link: %w", err)
 		}
 		fmt.Fprintf(stdout, "  Operator console: %s/\n  One-click sign-in for the demo key (works once, within 15 minutes):\n\n%s\n\n", base, link)
@@ -77,7 +86,7 @@ func startConsole(ctx context.Context, cfg config.Config, st *store.Store, authn
 		}
 		<-done
 		<-done
-		hub.Close()
+		closeHub()
 	}, nil
 }
 

@@ -100,6 +100,14 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer stopHooks()
 	opts.Webhooks = hooks
+	// Waiting without polling (spec §12): one notification hub per replica,
+	// closed after the listener has stopped.
+	var hub *store.Hub // shared with the console's live views
+	if cfg.Wait.MaxWaiters > 0 {
+		hub = b.store.NewHub(store.HubOptions{Log: log, Observer: m})
+		defer hub.Close()
+		opts.Waits = hub
+	}
 	srv := httpapi.New(b.store, authn, limiter, opts, log)
 
 	// The sweeper (timeouts, retention cleanup) runs in every replica; it stops
@@ -118,7 +126,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	log.Info("listening", "addr", ln.Addr().String(), "version", version, "max_procs", procs)
 
 	// The operator console (spec §14) on its own listener; stopped after the API.
-	stopConsole, err := startConsole(ctx, cfg, b.store, authn, m, log, demoKeyID, stdout)
+	stopConsole, err := startConsole(ctx, cfg, b.store, hub, authn, m, log, demoKeyID, stdout)
 	if err != nil {
 		_ = ln.Close()
 		return err
@@ -133,6 +141,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	case <-ctx.Done():
 	}
 	log.Info("shutting down: finishing requests in flight", "timeout", cfg.HTTP.ShutdownTimeout.String())
+	srv.StopWaits() // held long polls answer now, streams end
 	if err := srv.App().ShutdownWithTimeout(cfg.HTTP.ShutdownTimeout); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("shutdown: %w", err)
 	}
@@ -175,7 +184,10 @@ func newAccessLog(cfg config.Config, w io.Writer) *slog.Logger {
 func httpOptions(cfg config.Config) httpapi.Options {
 	o := httpapi.Options{PublicURL: cfg.HTTP.PublicURL, BodyLimitBytes: cfg.HTTP.BodyLimitBytes,
 		Limits:      domain.Limits{ContextBytes: cfg.Limits.ContextBytes, ResultBytes: cfg.Limits.ResultBytes},
-		ReadTimeout: cfg.HTTP.ReadTimeout, WriteTimeout: cfg.HTTP.WriteTimeout, IdleTimeout: cfg.HTTP.IdleTimeout}
+		ReadTimeout: cfg.HTTP.ReadTimeout, WriteTimeout: cfg.HTTP.WriteTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
+		Wait: httpapi.WaitOptions{Max: cfg.Wait.Max, MaxWaiters: cfg.Wait.MaxWaiters, Heartbeat: cfg.Wait.Heartbeat,
+			StreamMax: cfg.Wait.StreamMax, ReadTimeout: cfg.Redis.OpTimeout},
+		CORSOrigins: cfg.HTTP.CORS.AllowedOrigins}
 	so := storeOptions(cfg)
 	o.Schedule, o.ScheduleByType = so.Schedule, so.ScheduleByType
 	o.PollRateInStore = so.PollRate != nil

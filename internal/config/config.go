@@ -22,6 +22,7 @@ type Config struct {
 	Log         Log         `yaml:"log"`
 	Runtime     Runtime     `yaml:"runtime"`
 	Console     Console     `yaml:"console"`
+	Wait        Wait        `yaml:"wait"`
 }
 
 // Redis selects and tunes the store. None of URL, ClusterAddrs and
@@ -65,6 +66,34 @@ type HTTP struct {
 	IdleTimeout  time.Duration `yaml:"idle_timeout"`
 	// ShutdownTimeout: how long in-flight requests may finish on SIGTERM. default: 10s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// CORS lets pages on other origins call the API (spec §13).
+	CORS CORS `yaml:"cors"`
+}
+
+// CORS is the cross-origin policy of the API.
+type CORS struct {
+	// AllowedOrigins are the origins ("https://app.example.com", scheme, host
+	// and port only) whose pages may call the API; "*" allows every origin.
+	// default: none, and no CORS headers at all.
+	AllowedOrigins []string `yaml:"allowed_origins"`
+}
+
+// Wait tunes waiting without polling (spec §12): long polls (Prefer: wait=N)
+// and event streams.
+type Wait struct {
+	// Max is the longest wait a long poll may ask for (Prefer: wait=N is clamped
+	// to 1s..Max), whole seconds. default: 25s.
+	Max time.Duration `yaml:"max"`
+	// MaxWaiters bounds the long polls and streams held at once by one replica;
+	// past it a long poll is answered as an ordinary poll. 0 turns waiting off.
+	// default: 10000.
+	MaxWaiters int `yaml:"max_waiters"`
+	// Heartbeat is the interval of an event stream's keep-alive comment, and how
+	// soon a wait or stream whose client left frees its slot. default: 15s.
+	Heartbeat time.Duration `yaml:"heartbeat"`
+	// StreamMax ends an event stream after this long; the client resumes with
+	// Last-Event-ID. default: 10m.
+	StreamMax time.Duration `yaml:"stream_max"`
 }
 
 // Auth tunes credentials.

@@ -380,6 +380,14 @@ func TestValidateRejects(t *testing.T) {
 		{"context_bytes 0", func(c *Config) { c.Limits.ContextBytes = 0 }, "limits.context_bytes"},
 		{"result_bytes negative", func(c *Config) { c.Limits.ResultBytes = -1 }, "limits.result_bytes"},
 		{"body_limit_bytes 0", func(c *Config) { c.HTTP.BodyLimitBytes = 0 }, "http.body_limit_bytes"},
+		{"cors origin with path", func(c *Config) { c.HTTP.CORS.AllowedOrigins = []string{"https://a.example/x"} }, "http.cors.allowed_origins"},
+		{"cors origin without scheme", func(c *Config) { c.HTTP.CORS.AllowedOrigins = []string{"a.example"} }, "http.cors.allowed_origins"},
+		{"cors origin trailing slash", func(c *Config) { c.HTTP.CORS.AllowedOrigins = []string{"https://a.example/"} }, "http.cors.allowed_origins"},
+		{"wait.max 0", func(c *Config) { c.Wait.Max = 0 }, "wait.max"},
+		{"wait.max fractional", func(c *Config) { c.Wait.Max = 1500 * time.Millisecond }, "wait.max"},
+		{"wait.max_waiters negative", func(c *Config) { c.Wait.MaxWaiters = -1 }, "wait.max_waiters"},
+		{"wait.heartbeat 0", func(c *Config) { c.Wait.Heartbeat = 0 }, "wait.heartbeat"},
+		{"wait.stream_max 0", func(c *Config) { c.Wait.StreamMax = 0 }, "wait.stream_max"},
 		{"http.addr", func(c *Config) { c.HTTP.Addr = "8080" }, "http.addr"},
 		{"public_url relative", func(c *Config) { c.HTTP.PublicURL = "/status" }, "http.public_url"},
 		{"public_url scheme", func(c *Config) { c.HTTP.PublicURL = "ftp://status.example.com" }, "http.public_url"},
@@ -453,6 +461,8 @@ func TestValidateAcceptsEdges(t *testing.T) {
 	c.Retention.Terminal = 0
 	c.Retention.ByType = map[string]time.Duration{"x": 0}
 	c.Log = Log{Format: "text", Level: "debug"}
+	c.HTTP.CORS.AllowedOrigins = []string{"*", "https://app.example.com", "http://localhost:3000", "http://[::1]:8080"}
+	c.Wait = Wait{Max: time.Second, MaxWaiters: 0, Heartbeat: time.Millisecond, StreamMax: time.Second}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}

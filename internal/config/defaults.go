@@ -72,6 +72,12 @@ func Defaults() Config {
 			Addr:       "127.0.0.1:8081",
 			SessionTTL: 8 * time.Hour,
 		},
+		Wait: Wait{
+			Max:        25 * time.Second,
+			MaxWaiters: 10000,
+			Heartbeat:  15 * time.Second,
+			StreamMax:  10 * time.Minute,
+		},
 	}
 }
 

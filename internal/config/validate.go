@@ -53,6 +53,7 @@ func (c *Config) Validate() error {
 	c.RateLimit.validate(&p)
 	c.Lifecycle.validate(&p)
 	c.Retention.validate(&p)
+	c.Wait.validate(&p)
 
 	p.positive("idempotency.ttl", c.Idempotency.TTL)
 	if c.Limits.ContextBytes <= 0 {
@@ -213,6 +214,34 @@ func (h *HTTP) validate(p *problems) {
 	p.nonNegative("http.write_timeout", h.WriteTimeout)
 	p.nonNegative("http.idle_timeout", h.IdleTimeout)
 	p.nonNegative("http.shutdown_timeout", h.ShutdownTimeout)
+	for _, o := range h.CORS.AllowedOrigins {
+		if o != "*" && !validOrigin(o) {
+			p.add("http.cors.allowed_origins", "%q is not an origin (scheme://host[:port], nothing else) or *", o)
+		}
+	}
+}
+
+// validOrigin reports whether o is a serialized origin (RFC 6454), as browsers
+// send it in Origin: http or https, a host, an optional port, no path.
+func validOrigin(o string) bool {
+	u, err := url.Parse(o)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil &&
+		u.Path == "" && u.RawQuery == "" && !u.ForceQuery && u.Fragment == "" && u.Opaque == "" &&
+		o == u.Scheme+"://"+u.Host
+}
+
+func (w *Wait) validate(p *problems) {
+	switch {
+	case w.Max < time.Second:
+		p.add("wait.max", "must be at least 1s, got %s", formatDuration(w.Max))
+	case w.Max%time.Second != 0:
+		p.add("wait.max", "must be a whole number of seconds, got %s", formatDuration(w.Max))
+	}
+	if w.MaxWaiters < 0 {
+		p.add("wait.max_waiters", "must not be negative, got %d", w.MaxWaiters)
+	}
+	p.positive("wait.heartbeat", w.Heartbeat)
+	p.positive("wait.stream_max", w.StreamMax)
 }
 
 func (a *Auth) validate(p *problems) {

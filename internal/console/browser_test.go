@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,36 +21,24 @@ import (
 // The real-browser tests (spec §14): headless Chromium driven by chromedp,
 // against the console and the public API over one store, on the embedded
 // store's miniredis and on the local Redis Cluster. A missing Chromium FAILS
-// them (it is installed by .ci/run and `apt-get install chromium`).
+// them (.ci/run and `make tools` install it).
 //
 // Screenshots of every page go to $ASYNCSTATUS_ARTIFACTS_DIR (default: a
 // directory under the system temp dir, printed in the test log); with
 // ASYNCSTATUS_UPDATE_DOCS=1 the miniredis run also rewrites the two shown in
 // the README (docs/console-requests.png, docs/console-request.png).
 
-// browser starts a headless Chromium for the test.
+// browser starts a headless Chromium for the test (testenv.Browser: Debian's
+// chromium, FAIL when it is missing) with a desktop-sized viewport, and bounds
+// the whole test's browsing.
 func browser(tb testing.TB) context.Context {
 	tb.Helper()
-	var path string
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless-shell"} {
-		if p, err := exec.LookPath(name); err == nil {
-			path = p
-			break
-		}
+	ctx, cancel := context.WithTimeout(testenv.Browser(tb), 45*time.Second)
+	tb.Cleanup(cancel)
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900)); err != nil {
+		tb.Fatalf("viewport: %v", err)
 	}
-	if path == "" {
-		tb.Fatal("no Chromium on PATH: install it (apt-get install -y chromium); the browser tests never skip")
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
-		chromedp.Headless, chromedp.DisableGPU, chromedp.WindowSize(1280, 900), chromedp.Flag("lang", "en-GB"))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	tctx, cancelTimeout := context.WithTimeout(bctx, 45*time.Second)
-	tb.Cleanup(func() { cancelTimeout(); cancelBrowser(); cancelAlloc() })
-	if err := chromedp.Do(tctx); err != nil {
-		tb.Fatalf("start Chromium (%s): %v", path, err)
-	}
-	return tctx
+	return ctx
 }
 
 // artifacts is where the screenshots of this run go.

@@ -2,6 +2,7 @@ package domain
 
 import (
 	"encoding/json"
+	"errors"
 	"time"
 )
 
@@ -251,4 +252,24 @@ type Watch interface {
 	Changes() <-chan Snapshot
 	Refresh() uint64
 	Close()
+}
+
+// FinalRead is the read a waiter makes when its time is up: a read started
+// after the call (so that a change whose announcement was lost is still
+// seen), waited for at most timeout (then BACKEND_UNAVAILABLE).
+func FinalRead(wa Watch, timeout time.Duration) Snapshot {
+	want := wa.Refresh()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		select {
+		case snap := <-wa.Changes():
+			if snap.Seq >= want {
+				return snap
+			}
+		case <-t.C:
+			return Snapshot{Err: &Error{Code: BackendUnavailable, Message: "The status store is unavailable; retry later.",
+				RetryAfterSeconds: 1, Err: errors.New("final read of a wait not answered in time")}, Seq: want}
+		}
+	}
 }

@@ -176,16 +176,19 @@ func (s *Server) create(c *fiber.Ctx) error {
 	return s.writeRequest(c, fiber.StatusAccepted, r)
 }
 
+// poll answers GET /v1/requests/{id}: a long poll with Prefer: wait (wait.go),
+// else an ordinary paced poll.
 func (s *Server) poll(c *fiber.Ctx) error {
-	p := principal(c)
-	pp := domain.PollParams{Tenant: p.Tenant, ID: c.Params("id"), Caller: p.KeyID}
-	if p.KeyID == "" { // a poll token: one caller per request
-		pp.Caller = "t"
+	if s.opts.Waits != nil {
+		if n, ok := preferWait(c.Request().Header.PeekAll("Prefer")); ok {
+			return s.longPoll(c, n)
+		}
 	}
-	if s.opts.PollRateInStore { // else counted by the middleware's limiter
-		pp.Credential = rateCredential(p)
-	}
-	res, err := s.reqs.Poll(c.UserContext(), pp)
+	return s.pacedPoll(c)
+}
+
+func (s *Server) pacedPoll(c *fiber.Ctx) error {
+	res, err := s.reqs.Poll(c.UserContext(), s.pollParams(c, true))
 	if res.Rate != nil {
 		setRateHeaders(c, res.Rate)
 	}

@@ -81,12 +81,17 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	if de.Code == domain.Unauthenticated {
 		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="asyncstatus"`)
 	}
+	s.cors.setHeaders(c) // also for errors fasthttp raises before any middleware
+	instance := c.OriginalURL()
+	if len(c.Context().QueryArgs().Peek(queryPollToken)) > 0 {
+		instance = c.Path() // the stream route's query may carry a credential
+	}
 	p := problem{
 		Type:      problemTypeBase + strings.ToLower(strings.ReplaceAll(string(de.Code), "_", "-")),
 		Title:     info.title,
 		Status:    info.status,
 		Detail:    de.Message,
-		Instance:  c.OriginalURL(),
+		Instance:  instance,
 		Code:      de.Code,
 		RequestID: s.requestID(c),
 		Errors:    de.Fields,

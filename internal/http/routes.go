@@ -5,6 +5,9 @@ import "github.com/asyncstatus/asyncstatus/internal/domain"
 // routes registers every route of the API in one place (spec §4).
 func (s *Server) routes() {
 	a := s.app
+	if s.cors.enabled() { // first, so that every answer carries its headers (cors.go)
+		a.Use(s.corsMiddleware)
+	}
 	a.Use(s.withState)
 	if s.observing() {
 		a.Use(s.observe) // metrics and access log (observe.go)
@@ -20,6 +23,9 @@ func (s *Server) routes() {
 	v1.Get("/requests", s.authed(domain.ScopeRead, false), s.list) // API keys only: poll tokens cannot list
 	v1.Get("/requests/:id", s.authedPoll(), s.poll)
 	v1.Get("/requests/:id/events", s.authed(domain.ScopeRead, true), s.events)
+	if s.opts.Waits != nil { // spec §12 (stream.go)
+		v1.Get("/requests/:id/stream", streamHeaders, s.authedStream(), s.stream)
+	}
 	v1.Post("/requests/:id/processing", s.authed(domain.ScopeWrite, false), s.processing)
 	v1.Post("/requests/:id/complete", s.authed(domain.ScopeWrite, false), s.complete)
 	v1.Post("/requests/:id/fail", s.authed(domain.ScopeWrite, false), s.fail)

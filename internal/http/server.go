@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -85,6 +86,15 @@ type Options struct {
 	// request id, tenant, key id). default: nil, no access log; the error handler
 	// still logs internal errors to the server's logger.
 	AccessLog *slog.Logger
+	// Waits follows requests for long polls (Prefer: wait) and event streams
+	// (spec §12; wait.go). default: nil, Prefer: wait is ignored and the
+	// stream route is not served.
+	Waits Waits
+	// Wait tunes waiting.
+	Wait WaitOptions
+	// CORSOrigins are the origins allowed to call the API from a browser, "*"
+	// for every one (spec §13; cors.go). default: none, no CORS headers.
+	CORSOrigins []string
 }
 
 // Server is the HTTP API.
@@ -103,6 +113,11 @@ type Server struct {
 	// bufs pools the buffers writeRequest encodes into; one larger than
 	// maxPooledBuf (a request near the body limit) is left to the GC.
 	bufs sync.Pool
+	// held counts the wait slots taken (wait.go); stopping closes at StopWaits.
+	held     atomic.Int64
+	stopping chan struct{}
+	stopOnce sync.Once
+	cors     corsPolicy
 }
 
 type jsonCodec struct{}
@@ -126,7 +141,9 @@ func New(reqs Requests, auth Authenticator, limit RateLimiter, opts Options, log
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{reqs: reqs, auth: auth, limit: limit, opts: opts, log: log, ids: newIDSource()}
+	opts.Wait.defaults()
+	s := &Server{reqs: reqs, auth: auth, limit: limit, opts: opts, log: log, ids: newIDSource(),
+		stopping: make(chan struct{}), cors: newCORSPolicy(opts.CORSOrigins)}
 	s.states.New = func() any { return &reqState{} }
 	s.bufs.New = func() any { b := make([]byte, 0, 2048); return &b }
 	s.app = fiber.New(fiber.Config{

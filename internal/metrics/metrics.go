@@ -103,6 +103,8 @@ type Metrics struct {
 	sweep func() SweepStats   // nil until WatchSweeper
 	hooks func() WebhookStats // nil until WatchWebhooks
 
+	wait waitMetrics // wait.go
+
 	// The children of the request and script metrics, looked up once per label
 	// set: WithLabelValues hashes and validates every value on every call, which
 	// is most of the cost on the request path. The label sets are bounded, so
@@ -166,6 +168,9 @@ func New(reg *prometheus.Registry) (*Metrics, error) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: register: %w", err)
 		}
+	}
+	if err := m.registerWait(reg); err != nil {
+		return nil, err
 	}
 	// Series that alerts compare against exist from the start, at zero.
 	m.throttled.WithLabelValues(ReasonPolledTooEarly)

@@ -184,6 +184,8 @@ func (h *Hub) Watch(ctx context.Context, tenant, id string) (domain.Watch, error
 	if !validID(id) {
 		return nil, domain.ErrNotFound()
 	}
+	// the hub keeps them in its maps: not a caller's (maybe reused) buffer
+	tenant, id = strings.Clone(tenant), strings.Clone(id)
 	name := h.s.k.changes(tenant, id)
 	h.mu.Lock()
 	if h.closed {
@@ -256,27 +258,8 @@ func (h *Hub) WaitForChange(ctx context.Context, tenant, id string, version int6
 		case snap := <-wa.Changes():
 			res.Request, err = snap.Request, snap.Err
 		case <-ctx.Done():
-			snap := FinalRead(wa, h.s.opts.OpTimeout)
+			snap := domain.FinalRead(wa, h.s.opts.OpTimeout)
 			return snap.Request, snap.Err
-		}
-	}
-}
-
-// FinalRead is the read a waiter makes when its time is up: a read started
-// after the call (so a change whose announcement was lost is still seen),
-// waited for at most timeout.
-func FinalRead(wa domain.Watch, timeout time.Duration) domain.Snapshot {
-	want := wa.Refresh()
-	t := time.NewTimer(timeout + 100*time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case snap := <-wa.Changes():
-			if snap.Seq >= want {
-				return snap
-			}
-		case <-t.C:
-			return domain.Snapshot{Err: backend("read request", errors.New("final read not answered in time")), Seq: want}
 		}
 	}
 }

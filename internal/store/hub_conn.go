@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // subscriptionClient is the client the hub opens its subscription connections
@@ -24,11 +25,18 @@ func subscriptionClient(rdb redis.UniversalClient) redis.UniversalClient {
 	if !ok {
 		return rdb
 	}
-	o := *c.Options()
-	if o.Addr == "FailoverClient" { // go-redis's mark of a Sentinel client: keep its master discovery
+	co := c.Options()
+	if co.Addr == "FailoverClient" { // go-redis's mark of a Sentinel client: keep its master discovery
 		return rdb
 	}
-	dial := o.Dialer
+	// A fresh Options with what a connection needs: a copy of the whole
+	// struct would share go-redis's internal state (push handlers) with c.
+	o := redis.Options{Network: co.Network, Addr: co.Addr, Protocol: co.Protocol, Username: co.Username,
+		Password: co.Password, CredentialsProvider: co.CredentialsProvider, DB: co.DB, TLSConfig: co.TLSConfig,
+		DialTimeout: co.DialTimeout, ReadTimeout: co.ReadTimeout, WriteTimeout: co.WriteTimeout,
+		ContextTimeoutEnabled: co.ContextTimeoutEnabled, DisableIdentity: co.DisableIdentity, PoolSize: 1,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}}
+	dial := co.Dialer
 	o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := dial(ctx, network, addr)
 		if err != nil {

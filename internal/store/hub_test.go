@@ -3,7 +3,6 @@ package store_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -77,7 +76,7 @@ func nextChange(tb testing.TB, wa domain.Watch, v int64, d time.Duration) domain
 
 func TestHubWakesOnEveryChange(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) { hubWakesOnEveryChange(t, newFixture(t, b, nil)) })
-	t.Run("sentinel", func(t *testing.T) { hubWakesOnEveryChange(t, sentinelFixture(t)) })
+	t.Run("sentinel", func(t *testing.T) { hubWakesOnEveryChange(t, newFixture(t, testenv.SentinelBackend(t), nil)) })
 }
 
 func hubWakesOnEveryChange(t *testing.T, f *fixture) {
@@ -149,19 +148,6 @@ func hubWakesOnEveryChange(t *testing.T, f *fixture) {
 	if n := h.Subscriptions(); n < 1 {
 		t.Fatalf("subscriptions = %d", n)
 	}
-}
-
-// sentinelFixture is a fixture over a Sentinel-managed master (one replica,
-// three sentinels), as serve connects with redis.sentinel_master.
-func sentinelFixture(t *testing.T) *fixture {
-	master := testenv.StartRedisProcess(t, "--repl-diskless-sync-delay", "0")
-	host, port, _ := net.SplitHostPort(master.Addr())
-	testenv.StartRedisProcess(t, "--replicaof", host, port, "--repl-diskless-sync-delay", "0")
-	sentinels := testenv.StartSentinels(t, "main", master.Addr(), 3)
-	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "main", SentinelAddrs: sentinels.Addrs()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	b := backend{Name: "sentinel", Client: func(testing.TB) redis.UniversalClient { return rdb }, AutoPipeline: true}
-	return newFixture(t, b, nil)
 }
 
 func TestHubCollapsesReadsOfOneID(t *testing.T) {

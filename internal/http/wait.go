@@ -1,0 +1,229 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/asyncstatus/asyncstatus/internal/domain"
+)
+
+// Waits follows requests for long polls and event streams (spec §12): the
+// store's notification hub (store.Hub) in serve.
+type Waits interface {
+	// Watch returns once a change of (tenant, id) made after it returns cannot
+	// be missed; BACKEND_UNAVAILABLE while that cannot be promised.
+	Watch(ctx context.Context, tenant, id string) (domain.Watch, error)
+}
+
+// WaitOptions tune waiting (config wait.*).
+type WaitOptions struct {
+	// Max bounds Prefer: wait=N (whole seconds). default: 25s.
+	Max time.Duration
+	// MaxWaiters bounds the long polls and streams held at once; past it a long
+	// poll is an ordinary poll. 0: no wait is held (Options.Waits nil does the
+	// same). default: 0.
+	MaxWaiters int
+	// Heartbeat: a stream's keep-alive interval, and how often a held long poll
+	// checks that its client is still there. default: 15s.
+	Heartbeat time.Duration
+	// StreamMax ends a stream after this long. default: 10m.
+	StreamMax time.Duration
+	// ReadTimeout bounds the last read of a wait (the store's op timeout).
+	// default: 1s.
+	ReadTimeout time.Duration
+}
+
+func (o *WaitOptions) defaults() {
+	if o.Max < time.Second {
+		o.Max = 25 * time.Second
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = 15 * time.Second
+	}
+	if o.StreamMax <= 0 {
+		o.StreamMax = 10 * time.Minute
+	}
+	if o.ReadTimeout <= 0 {
+		o.ReadTimeout = time.Second
+	}
+}
+
+// StopWaits answers every held long poll at once with the current state and
+// ends every stream, and makes new ones answer at once: the first step of a
+// shutdown, before the listener's ShutdownWithTimeout waits for answers.
+func (s *Server) StopWaits() { s.stopOnce.Do(func() { close(s.stopping) }) }
+
+// holdSlot takes one of the MaxWaiters slots; false when all are taken or
+// the server is stopping.
+func (s *Server) holdSlot() bool {
+	select {
+	case <-s.stopping:
+		return false
+	default:
+	}
+	if s.held.Add(1) > int64(s.opts.Wait.MaxWaiters) {
+		s.held.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (s *Server) releaseSlot() { s.held.Add(-1) }
+
+// preferWait reads the wait preference of the Prefer headers (RFC 7240):
+// "wait=N" among comma-separated preferences, each maybe with ";" parameters,
+// the name case-insensitive, N digits (maybe quoted). A malformed wait is
+// ignored, as RFC 7240 asks of preferences a server does not understand.
+func preferWait(headers [][]byte) (int, bool) {
+	for _, h := range headers {
+		for _, pref := range bytes.Split(h, []byte{','}) {
+			pref, _, _ = bytes.Cut(pref, []byte{';'})
+			name, val, ok := bytes.Cut(bytes.TrimSpace(pref), []byte{'='})
+			if !ok || !bytes.EqualFold(bytes.TrimSpace(name), []byte("wait")) {
+				continue
+			}
+			val = bytes.Trim(bytes.TrimSpace(val), `"`)
+			if len(val) == 0 || len(val) > 9 || !allIn(string(val), isDigit) {
+				continue
+			}
+			n, _ := strconv.Atoi(string(val))
+			return n, true
+		}
+	}
+	return 0, false
+}
+
+// appliedWait clamps a wait preference into 1..wait.max seconds.
+func (s *Server) appliedWait(n int) int {
+	return min(max(n, 1), int(s.opts.Wait.Max/time.Second))
+}
+
+// pollParams are the parameters of the caller's poll; paced polls are
+// ordinary ones, a wait's reads are not paced (it is never POLLED_TOO_EARLY).
+func (s *Server) pollParams(c *fiber.Ctx, paced bool) domain.PollParams {
+	p := principal(c)
+	pp := domain.PollParams{Tenant: p.Tenant, ID: c.Params("id")}
+	if paced {
+		pp.Caller = p.KeyID
+		if p.KeyID == "" { // a poll token: one caller per request
+			pp.Caller = "t"
+		}
+	}
+	if s.opts.PollRateInStore { // else counted by the middleware's limiter
+		pp.Credential = rateCredential(p)
+	}
+	return pp
+}
+
+// firstRead is a wait's first read, made once the watch is live: it counts
+// against the read rate limits (once for the whole wait), unpaced.
+func (s *Server) firstRead(c *fiber.Ctx) (*domain.Request, error) {
+	res, err := s.reqs.Poll(c.UserContext(), s.pollParams(c, false))
+	if res.Rate != nil {
+		setRateHeaders(c, res.Rate)
+	}
+	return res.Request, err
+}
+
+// watch starts following the caller's request for a wait: a slot, then the
+// hub's watch. ok false: answer as an ordinary poll (cap reached, stopping, or
+// Redis away); err: answer the error (the id cannot exist).
+func (s *Server) watch(c *fiber.Ctx) (wa domain.Watch, ok bool, err error) {
+	if !s.holdSlot() {
+		s.opts.Metrics.WaitCapped()
+		return nil, false, nil
+	}
+	wa, err = s.opts.Waits.Watch(c.UserContext(), principal(c).Tenant, c.Params("id"))
+	if err != nil {
+		s.releaseSlot()
+		if domain.ErrorCode(err) == domain.NotFound {
+			return nil, false, err
+		}
+		return nil, false, nil
+	}
+	return wa, true, nil
+}
+
+// longPoll answers GET /v1/requests/{id} with Prefer: wait=n (spec §12).
+func (s *Server) longPoll(c *fiber.Ctx, n int) error {
+	wa, ok, err := s.watch(c)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return s.pacedPoll(c)
+	}
+	defer s.releaseSlot()
+	defer wa.Close()
+	r, err := s.firstRead(c)
+	if err != nil {
+		return err
+	}
+	applied := s.appliedWait(n)
+	match := c.Get(fiber.HeaderIfNoneMatch)
+	if !r.Done && (match == "" || etagMatches(match, r.Version)) {
+		s.opts.Metrics.LongPollHeld(1)
+		r, err = s.waitChange(c, wa, r, time.Duration(applied)*time.Second)
+		s.opts.Metrics.LongPollHeld(-1)
+		if err != nil {
+			return err
+		}
+	}
+	var b [32]byte
+	c.Response().Header.Set("Preference-Applied", string(strconv.AppendInt(append(b[:0], "wait="...), int64(applied), 10)))
+	if !r.Done {
+		retryAfter(c, 0) // the caller may wait again at once
+	}
+	if match != "" && etagMatches(match, r.Version) {
+		c.Set(fiber.HeaderETag, etag(r.Version))
+		c.Set(fiber.HeaderCacheControl, "no-store")
+		return c.SendStatus(fiber.StatusNotModified)
+	}
+	return s.writeRequest(c, fiber.StatusOK, r)
+}
+
+// waitChange holds a long poll until r's version changes, d passes, or the
+// server stops, and returns the request as it is then. Its last read is made
+// after the time is up, so a change whose announcement was lost still
+// answers. A client that went away frees the wait within one heartbeat.
+func (s *Server) waitChange(c *fiber.Ctx, wa domain.Watch, r *domain.Request, d time.Duration) (*domain.Request, error) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	beat := time.NewTicker(s.opts.Wait.Heartbeat)
+	defer beat.Stop()
+	conn := c.Context().Conn()
+	for {
+		select {
+		case snap := <-wa.Changes():
+			if snap.Err != nil {
+				if domain.ErrorCode(snap.Err) == domain.NotFound {
+					return nil, snap.Err
+				}
+				continue // a re-read that failed (Redis flapping): the last read decides
+			}
+			if snap.Request.Version != r.Version || snap.Request.Done {
+				return snap.Request, nil
+			}
+		case <-beat.C:
+			if peerClosed(conn) {
+				return r, nil // nobody reads the answer; it only has to end
+			}
+		case <-timer.C:
+			return s.lastRead(wa)
+		case <-s.stopping:
+			return s.lastRead(wa)
+		}
+	}
+}
+
+func (s *Server) lastRead(wa domain.Watch) (*domain.Request, error) {
+	snap := domain.FinalRead(wa, s.opts.Wait.ReadTimeout)
+	return snap.Request, snap.Err
+}
+
+// Waiting is the number of long polls and streams held now.
+func (s *Server) Waiting() int { return int(s.held.Load()) }
