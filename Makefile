@@ -1,4 +1,4 @@
-.PHONY: test run bench bench-redis fmt vet tools
+.PHONY: test run console-screenshots bench bench-redis fmt vet tools
 
 GO ?= go
 
@@ -20,6 +20,10 @@ tools:
 
 run:
 	$(GO) run ./cmd/asyncstatus serve
+
+# Rewrites the README's console screenshots (docs/console-*.png) from the browser test.
+console-screenshots:
+	ASYNCSTATUS_UPDATE_DOCS=1 $(GO) test -count=1 -run 'TestBrowserTenantAdmin/miniredis' ./internal/console/
 
 bench:
 	$(GO) run ./bench/cmd/bench $(BENCHFLAGS)
