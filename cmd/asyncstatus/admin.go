@@ -67,27 +67,38 @@ func cmdKeys(ctx context.Context, args []string, getenv func(string) string, std
 		return nil
 	case "list":
 		var tenant string
+		var operator bool
 		_, cfgPath, err := flags("keys list", args[1:], stderr, func(fs *flag.FlagSet) {
 			fs.StringVar(&tenant, "tenant", "", "tenant")
+			fs.BoolVar(&operator, "operator", false, "list the operator keys instead")
 		})
 		if err != nil {
 			return err
 		}
-		if !auth.ValidTenant(tenant) {
-			return usageError{"keys list: --tenant is required"}
+		if operator == auth.ValidTenant(tenant) {
+			return usageError{"keys list: want --tenant T or --operator"}
 		}
 		b, err := adminBackend(cfgPath, getenv, stderr)
 		if err != nil {
 			return err
 		}
 		defer b.Close()
-		keys, err := b.store.ListKeys(ctx, tenant)
+		var keys []domain.APIKey
+		if operator {
+			keys, err = b.store.ListOperatorKeys(ctx)
+		} else {
+			keys, err = b.store.ListKeys(ctx, tenant)
+		}
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "%-22s  %-16s  %-24s  %s\n", "ID", "SCOPES", "CREATED", "NAME")
 		for _, k := range keys {
-			fmt.Fprintf(stdout, "%-22s  %-16s  %-24s  %s\n", k.ID, k.Scopes, k.CreatedAt.Format(time.RFC3339), k.Name)
+			scopes := k.Scopes.String()
+			if k.Operator {
+				scopes = "operator"
+			}
+			fmt.Fprintf(stdout, "%-22s  %-16s  %-24s  %s\n", k.ID, scopes, k.CreatedAt.Format(time.RFC3339), k.Name)
 		}
 		return nil
 	case "revoke":

@@ -41,7 +41,7 @@ const usage = `usage:
   asyncstatus serve [--config FILE]
   asyncstatus keys create --tenant T --scopes read,write[,admin] [--name NAME]
   asyncstatus keys create --operator [--name NAME]
-  asyncstatus keys list --tenant T
+  asyncstatus keys list --tenant T | --operator
   asyncstatus keys revoke KEY_ID
   asyncstatus tenants freeze T | unfreeze T
   asyncstatus retention reapply [--tenant T] [--dry-run]

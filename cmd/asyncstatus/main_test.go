@@ -245,6 +245,10 @@ func TestAdminCommands(t *testing.T) {
 	if _, _, err := runCmd(t, env, "keys", "create", "--operator", "--tenant", "acme"); err == nil {
 		t.Fatal("--operator with --tenant must be refused")
 	}
+	if out, _, err := runCmd(t, env, "keys", "list", "--operator"); err != nil || !strings.Contains(out, "operator") ||
+		!strings.Contains(out, "key_"+strings.TrimSpace(opOut)[4:20]) {
+		t.Fatalf("keys list --operator: %v\n%s", err, out)
+	}
 	out, _, err = runCmd(t, env, "keys", "list", "--tenant", "acme")
 	keyID := "key_" + key[4:20]
 	if err != nil || !strings.Contains(out, keyID) || !strings.Contains(out, "read,write") || strings.Contains(out, key) {
