@@ -73,6 +73,14 @@ func run(bin string, n int, dur time.Duration, workers int) error {
 	srv := exec.Command(bin, "serve")
 	srv.Env = env
 	srv.Stderr = io.Discard
+	if path := os.Getenv("WAITERS_SERVE_LOG"); path != "" { // e.g. with GODEBUG=gctrace=1
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		srv.Stderr = f
+	}
 	if err := srv.Start(); err != nil {
 		return err
 	}
@@ -166,7 +174,14 @@ func run(bin string, n int, dur time.Duration, workers int) error {
 		}
 		return -1
 	}
+	mark := func(what string) {
+		if path := os.Getenv("WAITERS_SERVE_LOG"); path != "" {
+			fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05.000"), what)
+		}
+	}
+	mark("throughput without waiters")
 	tp0 := throughput()
+	mark("done")
 	time.Sleep(time.Second)
 	rss0, cl0 := rss(), clients()
 	ids := make([]string, n)
@@ -191,7 +206,9 @@ func run(bin string, n int, dur time.Duration, workers int) error {
 	h := held()
 	time.Sleep(2 * time.Second)
 	rss1, cl1 := rss(), clients()
+	mark("throughput with waiters")
 	tp1 := throughput()
+	mark("done")
 	fmt.Printf("long polls held: %d\n", h)
 	fmt.Printf("RSS: %d KiB before, %d KiB after creating %d requests, %d KiB with them held: %.1f KiB per held long poll\n",
 		rss0, rssIDs, n, rss1, float64(rss1-rssIDs)/float64(h))

@@ -56,6 +56,29 @@ func binaryKey(t *testing.T, bin string, env []string, tenant, scopes string) st
 	return strings.TrimSpace(string(out))
 }
 
+// runServe starts the built binary's serve with env; it is killed when the
+// test ends, and its log shown if the test failed. exited receives Wait's
+// result.
+func runServe(t *testing.T, bin string, env []string) (*exec.Cmd, *syncBuffer, <-chan error) {
+	t.Helper()
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = env
+	stderr := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = io.Discard, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("serve's log:\n%s", stderr.String())
+		}
+	})
+	return cmd, stderr, exited
+}
+
 func TestSIGTERMFinishesInFlight(t *testing.T) {
 	bin := buildBinary(t)
 	redisProc := testenv.StartRedisProcess(t)
@@ -75,21 +98,7 @@ func TestSIGTERMFinishesInFlight(t *testing.T) {
 	}
 	key := binaryKey(t, bin, env, "acme", "read,write")
 
-	cmd := exec.Command(bin, "serve")
-	cmd.Env = env
-	var stderr syncBuffer
-	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		if t.Failed() {
-			t.Logf("serve's log:\n%s", stderr.String())
-		}
-	})
+	cmd, stderr, exited := runServe(t, bin, env)
 	base := "http://" + addr
 	deadline := time.Now().Add(20 * time.Second)
 	for {

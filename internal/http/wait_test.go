@@ -608,3 +608,68 @@ func TestCORS(t *testing.T) {
 		t.Fatalf("CORS off: %v", r.h)
 	}
 }
+
+// TestStreamQueryTokenNeverLogged: the access log names the route, never the
+// query, so a poll token sent as ?poll_token= stays out of it (and out of the
+// error log of a refused stream).
+func TestStreamQueryTokenNeverLogged(t *testing.T) {
+	var logs testenv.Buffer
+	p := newReplicaPair(t, testenv.Backends()[0], func(o *httpapi.Options) {
+		o.AccessLog = httpapi.NewAccessLog(&logs, nil)
+	}, nil)
+	id, tok := p.create(t)
+	p.transition(t, id, "cancel", "")
+	res := openStream(t, p.urlA+"/v1/requests/"+id+"/stream?poll_token="+tok)
+	if evs := readEvents(t, res); len(evs) != 1 {
+		t.Fatalf("%+v", evs)
+	}
+	do(t, "GET", p.urlA+"/v1/requests/"+id+"/stream?poll_token="+tok+"x", "", 5*time.Second)
+	if strings.Contains(logs.String(), tok) || !strings.Contains(logs.String(), "/v1/requests/:id/stream") {
+		t.Fatalf("access log:\n%s", logs.String())
+	}
+}
+
+// TestLongPollSurvivesAClusterFailover: long polls held on replica A while
+// the master of their tenant's slot is killed; the transitions, made through
+// replica B once the cluster has failed over, still end every wait with the
+// new state (the hub resubscribes on the promoted replica and reads again).
+func TestLongPollSurvivesAClusterFailover(t *testing.T) {
+	c := testenv.StartCluster(t)
+	be := testenv.Backend{Name: "private-cluster", Client: func(tb testing.TB) redis.UniversalClient {
+		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ClusterStateReloadInterval: 500 * time.Millisecond})
+		tb.Cleanup(func() { _ = rdb.Close() })
+		return rdb
+	}, AutoPipeline: true}
+	p := newReplicaPair(t, be, nil, nil)
+	auth := []string{"Authorization", "Bearer " + p.key}
+	const n = 5
+	ids := make([]string, n)
+	answers := make(chan httpResp, n)
+	for i := range ids {
+		ids[i], _ = p.create(t)
+		go func() {
+			answers <- do(t, "GET", p.urlA+"/v1/requests/"+ids[i], "", 50*time.Second, append(auth, "Prefer", "wait=30")...)
+		}()
+	}
+	waitWaiting(t, p.a, n)
+	time.Sleep(time.Second) // a slot is taken before the first read: let every wait get past it
+	c.Node(c.MasterOf("{acme}")).Stop()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, id := range ids {
+		for {
+			r := do(t, "POST", p.urlB+"/v1/requests/"+id+"/processing", "", 5*time.Second, auth...)
+			if r.code == 200 {
+				break
+			}
+			if r.code != 503 || time.Now().After(deadline) {
+				t.Fatalf("transition during the failover: %d %s", r.code, r.body)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	for range ids {
+		if r := <-answers; r.code != 200 || r.request(t).Version != 2 {
+			t.Fatalf("%d %s", r.code, r.body)
+		}
+	}
+}

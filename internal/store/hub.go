@@ -402,8 +402,7 @@ func (h *Hub) placer() {
 					failed = true
 					h.mu.Lock()
 					ch.failing = true
-					first := !h.failing
-					h.failing = true
+					first := h.startFailingLocked()
 					h.mu.Unlock()
 					if first {
 						h.opts.Log.Warn("notification hub: subscribing failed; retrying, and waits are answered as ordinary polls until it works",
@@ -608,8 +607,7 @@ func (h *Hub) lost(sh *hubShard, err error) {
 	for _, ch := range sh.channels {
 		h.unplaceLocked(ch)
 	}
-	first := !h.failing
-	h.failing = true
+	first := h.startFailingLocked()
 	h.mu.Unlock()
 	if first {
 		h.opts.Log.Warn("notification hub: subscription connection lost; resubscribing, and every waiter of its channels reads again",
@@ -620,6 +618,14 @@ func (h *Hub) lost(sh *hubShard, err error) {
 		h.cluster.ReloadState(h.ctx) // follow a failover or a slot move
 	}
 	h.poke()
+}
+
+// startFailingLocked notes a failure; true for the first of an outage, the
+// one to log.
+func (h *Hub) startFailingLocked() bool {
+	first := !h.failing
+	h.failing = true
+	return first
 }
 
 // unplaceLocked marks ch as not subscribed, for the placer.
