@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -62,7 +63,8 @@ func binaryKey(t *testing.T, bin string, env []string, tenant, scopes string) st
 func runServe(t *testing.T, bin string, env []string) (*exec.Cmd, *syncBuffer, <-chan error) {
 	t.Helper()
 	cmd := exec.Command(bin, "serve")
-	cmd.Env = env
+	// the console off: tests would otherwise all compete for its default port
+	cmd.Env = append(slices.Clip(env), "ASYNCSTATUS_CONSOLE_ADDR=off")
 	stderr := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = io.Discard, stderr
 	if err := cmd.Start(); err != nil {
@@ -87,7 +89,7 @@ func TestSIGTERMFinishesInFlight(t *testing.T) {
 		"ASYNCSTATUS_REDIS_URL=redis://" + redisProc.Addr() + "/0",
 		"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET=" + strings.Repeat("s", 32),
 		"ASYNCSTATUS_WEBHOOKS_SECRET_KEY=" + strings.Repeat("w", 32),
-		"ASYNCSTATUS_HTTP_ADDR=" + addr, "ASYNCSTATUS_CONSOLE_ADDR=off",
+		"ASYNCSTATUS_HTTP_ADDR=" + addr,
 		// Long enough for the requests held by the frozen Redis to outlive the
 		// SIGTERM and be answered normally once it thaws.
 		"ASYNCSTATUS_REDIS_OP_TIMEOUT=5s",
