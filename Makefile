@@ -1,4 +1,4 @@
-.PHONY: test run build bench bench-redis fmt vet tools
+.PHONY: test run build console-screenshots bench bench-redis fmt vet tools
 
 GO ?= go
 
@@ -30,6 +30,10 @@ run:
 VERSION ?=
 build:
 	$(GO) build -buildvcs=true $(if $(VERSION),-ldflags "-X main.version=$(VERSION)") -o bin/asyncstatus ./cmd/asyncstatus
+
+# Rewrites the README's console screenshots (docs/console-*.png) from the browser test.
+console-screenshots:
+	ASYNCSTATUS_UPDATE_DOCS=1 $(GO) test -count=1 -run 'TestBrowserTenantAdmin/miniredis' ./internal/console/
 
 bench:
 	$(GO) run ./bench/cmd/bench $(BENCHFLAGS)

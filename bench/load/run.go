@@ -346,6 +346,7 @@ func (h *harness) startAsyncstatus(ctx context.Context, name string, rateLimit b
 		}
 	}
 	env = append(env, "ASYNCSTATUS_REDIS_URL=redis://"+h.redis.addr+"/0", "ASYNCSTATUS_HTTP_ADDR="+addr,
+		"ASYNCSTATUS_CONSOLE_ADDR=off", // the console is not measured, and its port may be taken
 		"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET="+pollSecret, "ASYNCSTATUS_RATELIMIT_ENABLED="+strconv.FormatBool(rateLimit),
 		"ASYNCSTATUS_WEBHOOKS_SECRET_KEY="+pollSecret, "ASYNCSTATUS_RUNTIME_MAX_PROCS="+strconv.Itoa(h.cfg.Procs),
 		// One step of 1 s: the poll-token walk comes back to a request every Preload

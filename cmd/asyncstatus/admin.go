@@ -31,16 +31,21 @@ func cmdKeys(ctx context.Context, args []string, getenv func(string) string, std
 	switch sub {
 	case "create":
 		var tenant, scopes, name string
+		var operator bool
 		fs, cfgPath, err := flags("keys create", args, stderr, func(fs *flag.FlagSet) {
 			fs.StringVar(&tenant, "tenant", "", "tenant the key belongs to")
 			fs.StringVar(&scopes, "scopes", "", "read,write[,admin]")
 			fs.StringVar(&name, "name", "", "a name to recognise the key by")
+			fs.BoolVar(&operator, "operator", false, "a console-only key that sees every tenant (no --tenant, no --scopes)")
 		})
 		if err != nil {
 			return err
 		}
 		if err := positional("keys create", fs, 0, ""); err != nil {
 			return err
+		}
+		if operator {
+			return createOperatorKey(ctx, tenant, scopes, name, cfgPath, getenv, stdout, stderr)
 		}
 		switch {
 		case tenant == "":
@@ -71,8 +76,10 @@ func cmdKeys(ctx context.Context, args []string, getenv func(string) string, std
 		return nil
 	case "list":
 		var tenant string
+		var operator bool
 		fs, cfgPath, err := flags("keys list", args, stderr, func(fs *flag.FlagSet) {
 			fs.StringVar(&tenant, "tenant", "", "tenant")
+			fs.BoolVar(&operator, "operator", false, "list the operator keys instead")
 		})
 		if err != nil {
 			return err
@@ -80,21 +87,30 @@ func cmdKeys(ctx context.Context, args []string, getenv func(string) string, std
 		if err := positional("keys list", fs, 0, ""); err != nil {
 			return err
 		}
-		if !auth.ValidTenant(tenant) {
-			return usageError{"keys list: --tenant is required"}
+		if operator == auth.ValidTenant(tenant) {
+			return usageError{"keys list: want --tenant T or --operator"}
 		}
 		b, err := adminBackend(cfgPath, getenv, stderr)
 		if err != nil {
 			return err
 		}
 		defer b.Close()
-		keys, err := b.store.ListKeys(ctx, tenant)
+		var keys []domain.APIKey
+		if operator {
+			keys, err = b.store.ListOperatorKeys(ctx)
+		} else {
+			keys, err = b.store.ListKeys(ctx, tenant)
+		}
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "%-22s  %-16s  %-24s  %s\n", "ID", "SCOPES", "CREATED", "NAME")
 		for _, k := range keys {
-			fmt.Fprintf(stdout, "%-22s  %-16s  %-24s  %s\n", k.ID, k.Scopes, k.CreatedAt.Format(time.RFC3339), k.Name)
+			scopes := k.Scopes.String()
+			if k.Operator {
+				scopes = "operator"
+			}
+			fmt.Fprintf(stdout, "%-22s  %-16s  %-24s  %s\n", k.ID, scopes, k.CreatedAt.Format(time.RFC3339), k.Name)
 		}
 		return nil
 	case "revoke":
@@ -119,6 +135,28 @@ func cmdKeys(ctx context.Context, args []string, getenv func(string) string, std
 		fmt.Fprintf(stdout, "revoked %s\n", fs.Arg(0))
 		return nil
 	}
+	return nil
+}
+
+// createOperatorKey is `keys create --operator` (spec §8, §14).
+func createOperatorKey(ctx context.Context, tenant, scopes, name, cfgPath string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if tenant != "" || scopes != "" {
+		return usageError{"keys create: --operator takes no --tenant or --scopes (it sees every tenant, on the console only)"}
+	}
+	b, err := adminBackend(cfgPath, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	plain, k, err := auth.NewOperatorKey(name, time.Now())
+	if err != nil {
+		return err
+	}
+	if err := b.store.SaveKey(ctx, k); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "created operator key %s (console only, every tenant); the key is shown once:\n", k.ID)
+	fmt.Fprintln(stdout, plain)
 	return nil
 }
 

@@ -52,6 +52,9 @@ func startServe(t *testing.T, env map[string]string) (string, *syncBuffer, *sync
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	env["ASYNCSTATUS_HTTP_ADDR"] = addr
+	if env["ASYNCSTATUS_CONSOLE_ADDR"] == "" {
+		env["ASYNCSTATUS_CONSOLE_ADDR"] = "off" // never the default port, which tests would share
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	out, errb := &syncBuffer{}, &syncBuffer{}
 	done := make(chan error, 1)
@@ -147,6 +150,45 @@ func TestServeEmbedded(t *testing.T) {
 	}
 }
 
+// TestServeEmbeddedConsole: on the embedded store serve prints the console's
+// URL and a one-time sign-in link for the demo key; the link signs in once,
+// and the log never holds it.
+func TestServeEmbeddedConsole(t *testing.T) {
+	caddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	_, out, errb, stop := startServe(t, map[string]string{"ASYNCSTATUS_CONSOLE_ADDR": caddr})
+	if !strings.Contains(out.String(), "Operator console: http://"+caddr+"/") {
+		t.Fatalf("no console URL printed:\n%s", out.String())
+	}
+	m := regexp.MustCompile(`(?m)^(http://\S+/signin/once\?t=\S+)$`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no sign-in link printed:\n%s", out.String())
+	}
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := noRedirect.Get(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/t/demo/requests" || len(res.Cookies()) == 0 {
+		t.Fatalf("the link: %d %q %v", res.StatusCode, res.Header.Get("Location"), res.Header)
+	}
+	res, err = noRedirect.Get(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the link a second time: %d, want 401", res.StatusCode)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	token := m[1][strings.Index(m[1], "t=")+2:]
+	if strings.Contains(errb.String(), token) {
+		t.Fatal("the sign-in token is in the log")
+	}
+}
+
 // TestShutdownFinishesInFlight: a request in flight when the stop comes still gets
 // its whole answer.
 func TestShutdownFinishesInFlight(t *testing.T) {
@@ -203,6 +245,17 @@ func TestAdminCommands(t *testing.T) {
 		t.Fatalf("keys create must print the key alone on stdout, got %q", out)
 	}
 	key := lines[0]
+	opOut, _, err := runCmd(t, env, "keys", "create", "--operator", "--name", "ops")
+	if err != nil || !keyLine.MatchString(strings.TrimSpace(opOut)) {
+		t.Fatalf("keys create --operator: %v %q", err, opOut)
+	}
+	if _, _, err := runCmd(t, env, "keys", "create", "--operator", "--tenant", "acme"); err == nil {
+		t.Fatal("--operator with --tenant must be refused")
+	}
+	if out, _, err := runCmd(t, env, "keys", "list", "--operator"); err != nil || !strings.Contains(out, "operator") ||
+		!strings.Contains(out, "key_"+strings.TrimSpace(opOut)[4:20]) {
+		t.Fatalf("keys list --operator: %v\n%s", err, out)
+	}
 	out, _, err = runCmd(t, env, "keys", "list", "--tenant", "acme")
 	keyID := "key_" + key[4:20]
 	if err != nil || !strings.Contains(out, keyID) || !strings.Contains(out, "read,write") || strings.Contains(out, key) {
@@ -215,6 +268,9 @@ func TestAdminCommands(t *testing.T) {
 		t.Fatalf("create with the CLI's key: %d", code)
 	}
 	id := created["id"].(string)
+	if code, r, _ := do(t, "GET", base+"/v1/requests/"+id, strings.TrimSpace(opOut), ""); code != 401 || r["code"] != "UNAUTHENTICATED" {
+		t.Fatalf("an operator key on the public API: %d %v, want 401", code, r)
+	}
 	if _, _, err := runCmd(t, env, "tenants", "freeze", "acme"); err != nil {
 		t.Fatal(err)
 	}

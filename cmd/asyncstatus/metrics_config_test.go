@@ -47,6 +47,7 @@ func serveWith(t *testing.T, env map[string]string, args ...string) (string, *sy
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	env["ASYNCSTATUS_HTTP_ADDR"] = addr
+	env["ASYNCSTATUS_CONSOLE_ADDR"] = "off"
 	ctx, cancel := context.WithCancel(context.Background())
 	out, errb := &syncBuffer{}, &syncBuffer{}
 	done := make(chan error, 1)

@@ -72,6 +72,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, un
 	m.SetEmbedded(b.embedded != nil)
 
 	authn := auth.New(b.store, secret, cfg.Auth.KeyCacheTTL, nil)
+	demoKeyID := ""
 	if b.embedded != nil {
 		plain, k, err := auth.NewKey("demo", domain.ScopeRead|domain.ScopeWrite|domain.ScopeAdmin, "demo", time.Now())
 		if err != nil {
@@ -83,6 +84,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, un
 		log.Warn("EMBEDDED STORE: no Redis is configured (redis.url, redis.cluster_addrs or redis.sentinel_master). " +
 			"Data lives only in this process and is lost when it stops. Do not use this in production.")
 		fmt.Fprintf(stdout, "\n  EMBEDDED STORE - data lives only as long as this process.\n  Demo API key (tenant demo, scopes read,write,admin):\n\n%s\n\n", plain)
+		demoKeyID = k.ID
 	} else {
 		checkRedisConfig(ctx, b.store, log)
 		if err := b.store.Ready(ctx); err != nil {
@@ -106,8 +108,9 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, un
 	opts.Webhooks = hooks
 	// Waiting without polling (spec §12): one notification hub per replica,
 	// closed after the listener has stopped.
+	var hub *store.Hub // shared with the console's live views
 	if cfg.Wait.MaxWaiters > 0 {
-		hub := b.store.NewHub(store.HubOptions{Log: log, Observer: m})
+		hub = b.store.NewHub(store.HubOptions{Log: log, Observer: m})
 		defer hub.Close()
 		opts.Waits = hub
 	}
@@ -135,6 +138,14 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, un
 		return fmt.Errorf("listen on %s: %w", cfg.HTTP.Addr, err)
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "version", build.Version, "revision", build.Revision, "modified", build.Modified, "max_procs", procs)
+
+	// The operator console (spec §14) on its own listener; stopped after the API.
+	stopConsole, err := startConsole(ctx, cfg, b.store, hub, authn, m, log, demoKeyID, stdout)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	defer stopConsole()
 
 	served := make(chan error, 1)
 	go func() { served <- srv.App().Listener(ln) }()

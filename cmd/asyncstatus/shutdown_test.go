@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -63,7 +64,8 @@ func binaryKey(t *testing.T, bin string, env []string, tenant, scopes string) st
 func runServe(t *testing.T, bin string, env []string) (*exec.Cmd, *syncBuffer, <-chan error) {
 	t.Helper()
 	cmd := exec.Command(bin, "serve")
-	cmd.Env = env
+	// the console off: tests would otherwise all compete for its default port
+	cmd.Env = append(slices.Clip(env), "ASYNCSTATUS_CONSOLE_ADDR=off")
 	stderr := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = io.Discard, stderr
 	if err := cmd.Start(); err != nil {

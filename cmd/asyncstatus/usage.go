@@ -32,6 +32,7 @@ func exitCode(err error) int {
 const usage = `usage:
   asyncstatus serve [--config FILE]
   asyncstatus keys create --tenant T --scopes read,write[,admin] [--name NAME]
+  asyncstatus keys create --operator [--name NAME]
   asyncstatus keys list --tenant T
   asyncstatus keys revoke KEY_ID
   asyncstatus tenants freeze T | unfreeze T
@@ -52,7 +53,7 @@ func synopsis(name string) string {
 	case "keys":
 		return "keys create|list|revoke ..."
 	case "keys create":
-		return "keys create --tenant T --scopes read,write[,admin] [--name NAME] [--config FILE]"
+		return "keys create --tenant T --scopes read,write[,admin] [--name NAME] [--config FILE]\n       asyncstatus keys create --operator [--name NAME] [--config FILE]"
 	case "keys list":
 		return "keys list --tenant T [--config FILE]"
 	case "keys revoke":

@@ -36,7 +36,7 @@ func TestWebhookSurvivesKill(t *testing.T) {
 		"ASYNCSTATUS_WEBHOOKS_ALLOW_HTTP=true", "ASYNCSTATUS_WEBHOOKS_ALLOW_PRIVATE=true",
 		"ASYNCSTATUS_WEBHOOKS_TIMEOUT=1s",
 		"ASYNCSTATUS_RATELIMIT_ENABLED=false",
-		"ASYNCSTATUS_HTTP_ADDR=" + addr,
+		"ASYNCSTATUS_HTTP_ADDR=" + addr, "ASYNCSTATUS_CONSOLE_ADDR=off",
 		"PATH=" + os.Getenv("PATH"),
 	}
 	key := binaryKey(t, bin, env, "acme", "read,write,admin")

@@ -47,6 +47,15 @@ func NewKey(tenant string, scopes domain.Scopes, name string, now time.Time) (pl
 	return plain, k, nil
 }
 
+// NewOperatorKey makes an operator key (spec §14): a console-only key of no
+// tenant, which the public API refuses and the console lets see every tenant.
+// It has the same form as any key, so nothing in a key tells it apart.
+func NewOperatorKey(name string, now time.Time) (plain string, k domain.APIKey, err error) {
+	plain, k, err = NewKey("operator", 0, name, now)
+	k.Tenant, k.Operator = "", true
+	return plain, k, err
+}
+
 // Authenticator checks credentials.
 type Authenticator struct {
 	keys     KeyStore
@@ -106,23 +115,60 @@ func errUnauthenticated() error {
 	return domain.Errorf(domain.Unauthenticated, "A valid API key is required: Authorization: Bearer <key>.")
 }
 
-// APIKey authenticates a plain API key.
+// APIKey authenticates a plain API key. Operator keys are refused: they are
+// valid on the console only (spec §14).
 func (a *Authenticator) APIKey(ctx context.Context, plain string) (domain.Principal, error) {
+	k, err := a.check(ctx, plain)
+	if err != nil {
+		return domain.Principal{}, err
+	}
+	if k.Operator {
+		return domain.Principal{}, errUnauthenticated()
+	}
+	return domain.Principal{Tenant: k.Tenant, KeyID: k.ID, Scopes: k.Scopes}, nil
+}
+
+// ConsoleKey authenticates a key for the console: an operator key, or a
+// tenant key with the admin scope (spec §14).
+func (a *Authenticator) ConsoleKey(ctx context.Context, plain string) (domain.APIKey, error) {
+	k, err := a.check(ctx, plain)
+	if err != nil {
+		return domain.APIKey{}, err
+	}
+	if !k.Operator && !k.Scopes.Has(domain.ScopeAdmin) {
+		return domain.APIKey{}, errUnauthenticated()
+	}
+	return k, nil
+}
+
+// KeyByID reports whether the key of public id id still exists, through the
+// same cache as APIKey: a console session asks on every page, so it ends
+// within the cache TTL of its key's revocation.
+func (a *Authenticator) KeyByID(ctx context.Context, id string) (domain.APIKey, bool, error) {
+	idPart, ok := strings.CutPrefix(id, keyIDPrefix)
+	if !ok || len(idPart) != keyIDLen {
+		return domain.APIKey{}, false, nil
+	}
+	return a.lookup(ctx, idPart, "")
+}
+
+// check finds the stored key of a plain key and compares its digest.
+func (a *Authenticator) check(ctx context.Context, plain string) (domain.APIKey, error) {
 	idPart, ok := parseKey(plain)
 	if !ok {
-		return domain.Principal{}, errUnauthenticated()
+		return domain.APIKey{}, errUnauthenticated()
 	}
 	k, found, err := a.lookup(ctx, idPart, plain)
 	if err != nil {
-		return domain.Principal{}, err
+		return domain.APIKey{}, err
 	}
 	// hashed from a stack copy: []byte(plain) would allocate on every call
 	var buf [keyLen]byte
 	d := sha256.Sum256(append(buf[:0], plain...))
 	if !found || subtle.ConstantTimeCompare(d[:], k.Digest[:]) != 1 {
-		return domain.Principal{}, errUnauthenticated()
+		return domain.APIKey{}, errUnauthenticated()
 	}
-	return domain.Principal{Tenant: k.Tenant, KeyID: k.ID, Scopes: k.Scopes}, nil
+	return k, nil
 }
 
 // lookup finds the key of id part idPart (of the plain key plain). The caches

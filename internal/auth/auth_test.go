@@ -244,3 +244,50 @@ func TestKeyCheckIsCRC32C(t *testing.T) {
 		t.Fatalf("a cached key costs %v allocations", n)
 	}
 }
+
+// TestOperatorKey: an operator key is refused by the public API (401, like an
+// unknown key) and accepted by the console, as a tenant admin key is; a key
+// without admin is refused by the console. KeyByID sees a revocation once the
+// cache entry ages out.
+func TestOperatorKey(t *testing.T) {
+	ctx := context.Background()
+	keys := &memKeys{m: map[string]domain.APIKey{}}
+	now := time.Now()
+	clock := func() time.Time { return now }
+	a := auth.New(keys, []byte("secret"), 10*time.Second, clock)
+	op, ok, _ := auth.NewOperatorKey("ops", now)
+	if !ok.Operator || ok.Tenant != "" || ok.Scopes != 0 {
+		t.Fatalf("operator key description: %+v", ok)
+	}
+	admin, ak, _ := auth.NewKey("acme", domain.ScopeRead|domain.ScopeAdmin, "a", now)
+	reader, rk, _ := auth.NewKey("acme", domain.ScopeRead|domain.ScopeWrite, "r", now)
+	for _, k := range []domain.APIKey{ok, ak, rk} {
+		_ = keys.SaveKey(ctx, k)
+	}
+	if _, err := a.APIKey(ctx, op); domain.ErrorCode(err) != domain.Unauthenticated {
+		t.Fatalf("public API with an operator key: %v, want UNAUTHENTICATED", err)
+	}
+	if k, err := a.ConsoleKey(ctx, op); err != nil || !k.Operator {
+		t.Fatalf("console with an operator key: %+v %v", k, err)
+	}
+	if k, err := a.ConsoleKey(ctx, admin); err != nil || k.Tenant != "acme" {
+		t.Fatalf("console with an admin key: %+v %v", k, err)
+	}
+	if _, err := a.ConsoleKey(ctx, reader); domain.ErrorCode(err) != domain.Unauthenticated {
+		t.Fatalf("console with a read,write key: %v, want UNAUTHENTICATED", err)
+	}
+	if _, err := a.ConsoleKey(ctx, op[:len(op)-1]+"A"); domain.ErrorCode(err) != domain.Unauthenticated {
+		t.Fatalf("console with a wrong secret: %v", err)
+	}
+	delete(keys.m, ok.ID)
+	if _, found, _ := a.KeyByID(ctx, ok.ID); !found {
+		t.Fatal("KeyByID must trust its cache for the TTL")
+	}
+	now = now.Add(11 * time.Second)
+	if _, found, err := a.KeyByID(ctx, ok.ID); found || err != nil {
+		t.Fatalf("KeyByID after revocation and TTL: found=%v err=%v", found, err)
+	}
+	if _, found, _ := a.KeyByID(ctx, "nonsense"); found {
+		t.Fatal("KeyByID of a malformed id")
+	}
+}

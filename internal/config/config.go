@@ -22,6 +22,7 @@ type Config struct {
 	Audit       Audit       `yaml:"audit"`
 	Log         Log         `yaml:"log"`
 	Runtime     Runtime     `yaml:"runtime"`
+	Console     Console     `yaml:"console"`
 	Wait        Wait        `yaml:"wait"`
 }
 
@@ -238,6 +239,19 @@ type Runtime struct {
 	// limit and a GOMAXPROCS environment variable included. default: 0.
 	MaxProcs int `yaml:"max_procs"`
 }
+
+// Console is the operator console (spec §14, docs/console.md).
+type Console struct {
+	// Addr of the console's own listener. "" (or "off", which an environment
+	// variable can say) turns the console off.
+	// default: "127.0.0.1:8081" (loopback: reach it through your own access proxy).
+	Addr string `yaml:"addr"`
+	// SessionTTL: a console session ends this long after sign-in. default: 8h.
+	SessionTTL time.Duration `yaml:"session_ttl"`
+}
+
+// Enabled reports whether the console is to be served.
+func (c Console) Enabled() bool { return c.Addr != "" && c.Addr != "off" }
 
 // Embedded reports whether no Redis is configured.
 func (c *Config) Embedded() bool {

@@ -725,3 +725,28 @@ func TestParseRate(t *testing.T) {
 		}
 	}
 }
+
+// TestConsoleKeys: the console is on by default on loopback; "" and "off"
+// turn it off (an environment variable cannot say ""); a malformed address
+// or a non-positive session TTL stops the program naming the key.
+func TestConsoleKeys(t *testing.T) {
+	c := Defaults()
+	if !c.Console.Enabled() || c.Console.Addr != "127.0.0.1:8081" || c.Console.SessionTTL != 8*time.Hour {
+		t.Fatalf("defaults: %+v", c.Console)
+	}
+	for _, off := range []string{"", "off"} {
+		c.Console.Addr = off
+		if c.Console.Enabled() || c.Validate() != nil {
+			t.Errorf("console.addr %q: enabled=%v err=%v", off, c.Console.Enabled(), c.Validate())
+		}
+	}
+	c.Console.Addr, c.Console.SessionTTL = "nowhere", 0
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "console.addr") || !strings.Contains(err.Error(), "console.session_ttl") {
+		t.Fatalf("bad console keys: %v", err)
+	}
+	got, err := Load("", func(k string) string { return map[string]string{"ASYNCSTATUS_CONSOLE_ADDR": "off"}[k] })
+	if err != nil || got.Console.Enabled() {
+		t.Fatalf("ASYNCSTATUS_CONSOLE_ADDR=off: %+v %v", got.Console, err)
+	}
+}

@@ -76,6 +76,10 @@ func Defaults() Config {
 			Format: "json",
 			Level:  "info",
 		},
+		Console: Console{
+			Addr:       "127.0.0.1:8081",
+			SessionTTL: 8 * time.Hour,
+		},
 		Wait: Wait{
 			Max:        25 * time.Second,
 			MaxWaiters: 10000,

@@ -74,6 +74,12 @@ func (c *Config) Validate() error {
 	}
 
 	c.Audit.validate(&p)
+	if c.Console.Enabled() {
+		if _, _, err := net.SplitHostPort(c.Console.Addr); err != nil {
+			p.add("console.addr", "must be [host]:port, or \"\" or \"off\" (console off), got %q", c.Console.Addr)
+		}
+	}
+	p.positive("console.session_ttl", c.Console.SessionTTL)
 
 	if c.Runtime.MaxProcs < 0 {
 		p.add("runtime.max_procs", "must be >= 0 (0: Go's default), got %d", c.Runtime.MaxProcs)

@@ -182,6 +182,9 @@ type APIKey struct {
 	Name      string    `json:"name,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	Digest    [32]byte  `json:"-"`
+	// Operator marks an operator key (spec §14): valid only on the console, for
+	// every tenant; Tenant is empty and Scopes zero.
+	Operator bool `json:"operator,omitempty"`
 }
 
 // IdempotencyKey is a client's Idempotency-Key, already normalised (quotes removed).

@@ -188,7 +188,7 @@ func startService(t *testing.T, env map[string]string) *service {
 func startServiceOf(t *testing.T, bin string, env map[string]string) *service {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	e := map[string]string{"ASYNCSTATUS_HTTP_ADDR": addr}
+	e := map[string]string{"ASYNCSTATUS_HTTP_ADDR": addr, "ASYNCSTATUS_CONSOLE_ADDR": "off"}
 	for k, v := range env {
 		e[k] = v
 	}

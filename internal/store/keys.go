@@ -93,6 +93,19 @@ func (k keys) rateTenant(tenant string) string { return k.prefix + ":{" + tenant
 // tenant is known, and no script touches it.
 func (k keys) apiKey(id string) string { return k.prefix + ":key:" + id }
 
+// operatorKeys: set of the ids of the operator keys (spec §14), which belong to
+// no tenant.
+func (k keys) operatorKeys() string { return k.prefix + ":operator-keys" }
+
+// consoleSession: hash of one console session (k key id, t tenant, o "1" for
+// an operator key, e expiry ms), named by the hex SHA-256 of the cookie value,
+// TTL console.session_ttl. consoleSignIn: string key id of a one-time sign-in
+// token, named by the token's digest, TTL a few minutes. Outside every tenant
+// slot: only single-key commands touch them.
+func (k keys) consoleSession(digest string) string { return k.prefix + ":console:s:" + digest }
+
+func (k keys) consoleSignIn(digest string) string { return k.prefix + ":console:once:" + digest }
+
 // tenants: set of every tenant that ever created a request; the sweeper walks it.
 func (k keys) tenants() string { return k.prefix + ":tenants" }
 

@@ -97,8 +97,9 @@ type Store struct {
 	sc   scripts
 
 	mu          sync.Mutex
-	knownTenant map[string]bool // tenants already added to the registry by this process
-	slotKeys    map[int]string  // a key in each cluster slot Ready has asked about (ready.go)
+	knownTenant map[string]bool     // tenants already added to the registry by this process
+	seenTypes   map[string][]string // each tenant's request types as TenantSummary last saw them (console.go)
+	slotKeys    map[int]string      // a key in each cluster slot Ready has asked about (ready.go)
 
 	outboxHook outboxHook // tells an in-process webhook dispatcher about writes (webhooks.go)
 	auditHook  outboxHook // tells an in-process audit drainer about writes (audit.go)
@@ -141,7 +142,8 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 		}
 	}
 	o.QueuedTimeoutByType = queued
-	s := &Store{rdb: rdb, k: keys{prefix: o.Prefix}, opts: o, knownTenant: map[string]bool{}}
+	s := &Store{rdb: rdb, k: keys{prefix: o.Prefix}, opts: o, knownTenant: map[string]bool{},
+		seenTypes: map[string][]string{}}
 	millis := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 	var err error
 	if s.sc, err = loadScripts(luaConstants([]luaConst{

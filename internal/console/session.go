@@ -1,0 +1,287 @@
+package console
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/asyncstatus/asyncstatus/internal/auth"
+	"github.com/asyncstatus/asyncstatus/internal/domain"
+)
+
+// Cookie names. The session cookie carries 256 random bits; the server keeps
+// only their SHA-256 digest, and derives the CSRF token from them (so a replica
+// that never saw the sign-in checks it, and nothing more is stored).
+const (
+	sessionCookie = "as_console"
+	signInCookie  = "as_signin" // double-submit token of the sign-in form
+	// signInTokenTTL bounds a one-time sign-in link (SignInLink).
+	signInTokenTTL = 15 * time.Minute
+)
+
+// current is the signed-in caller of a request.
+type current struct {
+	domain.ConsoleSession
+	plain string // the cookie value: derives the CSRF token, never shown
+}
+
+// csrf is the session's CSRF token: an HMAC of a fixed label under the
+// session secret. Only the holder of the cookie can compute it.
+func (c *current) csrf() string {
+	m := hmac.New(sha256.New, []byte(c.plain))
+	m.Write([]byte("asyncstatus console csrf"))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+func randomToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+func digest(plain string) string {
+	d := sha256.Sum256([]byte(plain))
+	return hex.EncodeToString(d[:])
+}
+
+func sameToken(a, b string) bool {
+	return a != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+// load finds the request's session: nil when there is none, it has expired or
+// ended, or its key was revoked (seen within auth.key_cache_ttl) or lost the
+// admin scope.
+func (s *Server) load(r *http.Request) (*current, error) {
+	ck, err := r.Cookie(sessionCookie)
+	if err != nil || len(ck.Value) != 43 {
+		return nil, nil
+	}
+	sess, err := s.st.ConsoleSession(r.Context(), digest(ck.Value))
+	if domain.ErrorCode(err) == domain.NotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	k, found, err := s.auth.KeyByID(r.Context(), sess.KeyID)
+	if err != nil {
+		return nil, err
+	}
+	if !found || k.Operator != sess.Operator || (!k.Operator && (k.Tenant != sess.Tenant || !k.Scopes.Has(domain.ScopeAdmin))) {
+		return nil, nil
+	}
+	return &current{ConsoleSession: sess, plain: ck.Value}, nil
+}
+
+// handler is a page handler that knows its caller.
+type handler func(w http.ResponseWriter, r *http.Request, v *view)
+
+// session requires a signed-in caller: without one the answer is 401 and the
+// sign-in page; a POST must carry the session's CSRF token (403 without it).
+func (s *Server) session(h handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, err := s.load(r)
+		if err != nil {
+			s.failed(w, r, nil, err)
+			return
+		}
+		if c == nil {
+			s.signInAs(w, r, http.StatusUnauthorized, "Your session has ended, or you are not signed in. Sign in with an API key.")
+			return
+		}
+		if sw, ok := w.(*statusWriter); ok {
+			sw.keyID = c.KeyID
+		}
+		v := &view{Session: c, CSRF: c.csrf()}
+		if r.Method == http.MethodPost && !sameToken(r.PostFormValue("csrf"), v.CSRF) {
+			s.refuseAs(w, r, v, http.StatusForbidden, "FORBIDDEN", "The form's security token is missing or wrong. Reload the page and try again.")
+			return
+		}
+		h(w, r, v)
+	}
+}
+
+// operator requires an operator's session; to anyone else the page does not
+// exist.
+func (s *Server) operator(h handler) http.HandlerFunc { return s.session(s.onlyOperator(h)) }
+
+// operatorTenant is tenant for operators only (freeze and unfreeze).
+func (s *Server) operatorTenant(h handler) http.HandlerFunc { return s.tenant(s.onlyOperator(h)) }
+
+func (s *Server) onlyOperator(h handler) handler {
+	return func(w http.ResponseWriter, r *http.Request, v *view) {
+		if !v.Session.Operator {
+			s.notFound(w, r, v)
+			return
+		}
+		h(w, r, v)
+	}
+}
+
+// tenant requires a session that may see the tenant named in the URL: an
+// operator sees every tenant, a tenant admin key its own only; any other
+// tenant is the same "not found" page as an unknown id.
+func (s *Server) tenant(h handler) http.HandlerFunc {
+	return s.session(func(w http.ResponseWriter, r *http.Request, v *view) {
+		t := r.PathValue("tenant")
+		if !auth.ValidTenant(t) || (!v.Session.Operator && t != v.Session.Tenant) {
+			s.notFound(w, r, v)
+			return
+		}
+		v.Tenant = t
+		h(w, r, v)
+	})
+}
+
+// home is where a session starts: the tenants page for an operator, the
+// tenant's requests for a tenant admin.
+func home(c *current) string {
+	if c.Operator {
+		return "/tenants"
+	}
+	return "/t/" + c.Tenant + "/requests"
+}
+
+func (s *Server) root(w http.ResponseWriter, r *http.Request) {
+	c, err := s.load(r)
+	if err != nil {
+		s.failed(w, r, nil, err)
+		return
+	}
+	if c == nil {
+		http.Redirect(w, r, "/signin", http.StatusSeeOther)
+		return
+	}
+	http.Redirect(w, r, home(c), http.StatusSeeOther)
+}
+
+func (s *Server) signInPage(w http.ResponseWriter, r *http.Request) {
+	s.signInAs(w, r, http.StatusOK, "")
+}
+
+// signInAs renders the sign-in form with a fresh double-submit token.
+func (s *Server) signInAs(w http.ResponseWriter, r *http.Request, status int, message string) {
+	tok, err := randomToken()
+	if err != nil {
+		s.failed(w, r, nil, err)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: signInCookie, Value: tok, Path: "/signin", HttpOnly: true,
+		Secure: secure(r), SameSite: http.SameSiteStrictMode, MaxAge: int(time.Hour / time.Second)})
+	s.render(w, r, status, "signin", &view{Title: "Sign in", CSRF: tok, Data: map[string]any{"Message": message}})
+}
+
+// signIn checks the key and starts a session. A wrong key, or one that may
+// not use the console, is 401 with the form again, the same for every reason.
+func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
+	ck, err := r.Cookie(signInCookie)
+	if err != nil || !sameToken(r.PostFormValue("csrf"), ck.Value) {
+		s.refuse(w, r, http.StatusForbidden, "FORBIDDEN", "The form's security token is missing or wrong. Reload the page and try again.")
+		return
+	}
+	k, err := s.auth.ConsoleKey(r.Context(), r.PostFormValue("key"))
+	if domain.ErrorCode(err) == domain.Unauthenticated {
+		s.signInAs(w, r, http.StatusUnauthorized, "That key is not valid here. Use a tenant admin key or an operator key.")
+		return
+	}
+	if err != nil {
+		s.failed(w, r, nil, err)
+		return
+	}
+	s.start(w, r, k)
+}
+
+// start opens a session for key k and goes home.
+func (s *Server) start(w http.ResponseWriter, r *http.Request, k domain.APIKey) {
+	plain, err := randomToken()
+	if err != nil {
+		s.failed(w, r, nil, err)
+		return
+	}
+	sess := domain.ConsoleSession{KeyID: k.ID, Tenant: k.Tenant, Operator: k.Operator,
+		Expires: s.opts.Now().Add(s.opts.SessionTTL)}
+	if err := s.st.SaveConsoleSession(r.Context(), digest(plain), sess); err != nil {
+		s.failed(w, r, nil, err)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: plain, Path: "/", HttpOnly: true, Secure: secure(r),
+		SameSite: http.SameSiteStrictMode, MaxAge: int(s.opts.SessionTTL / time.Second)})
+	http.SetCookie(w, &http.Cookie{Name: signInCookie, Path: "/signin", MaxAge: -1, HttpOnly: true, Secure: secure(r),
+		SameSite: http.SameSiteStrictMode})
+	if sw, ok := w.(*statusWriter); ok {
+		sw.keyID = k.ID
+	}
+	http.Redirect(w, r, home(&current{ConsoleSession: sess}), http.StatusSeeOther)
+}
+
+// signOut ends the session on the server (the cookie is refused from now on,
+// wherever a copy of it is) and in the browser.
+func (s *Server) signOut(w http.ResponseWriter, r *http.Request, v *view) {
+	if err := s.st.DeleteConsoleSession(r.Context(), digest(v.Session.plain)); err != nil {
+		s.failed(w, r, v, err)
+		return
+	}
+	s.clearSession(w, r)
+	http.Redirect(w, r, "/signin", http.StatusSeeOther)
+}
+
+func (s *Server) clearSession(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Path: "/", MaxAge: -1, HttpOnly: true, Secure: secure(r),
+		SameSite: http.SameSiteStrictMode})
+}
+
+// SignInLink makes a one-time sign-in link for key keyID below base (the
+// console's URL): the link signs in once, within 15 minutes, and is then dead.
+// The token is stored only as its digest. serve prints one for the embedded
+// store's demo key, next to the key it already prints (docs/console.md).
+func (s *Server) SignInLink(ctx context.Context, base, keyID string) (string, error) {
+	tok, err := randomToken()
+	if err != nil {
+		return "", err
+	}
+	if err := s.st.SaveSignInToken(ctx, digest(tok), keyID, signInTokenTTL); err != nil {
+		return "", err
+	}
+	return base + "/signin/once?t=" + url.QueryEscape(tok), nil
+}
+
+// signInOnce spends a one-time sign-in token. An unknown, spent or expired
+// token is the sign-in page with 401.
+func (s *Server) signInOnce(w http.ResponseWriter, r *http.Request) {
+	tok := r.URL.Query().Get("t")
+	refused := func() {
+		s.signInAs(w, r, http.StatusUnauthorized, "That sign-in link is not valid (each link works once). Sign in with an API key.")
+	}
+	if len(tok) != 43 {
+		refused()
+		return
+	}
+	id, err := s.st.TakeSignInToken(r.Context(), digest(tok))
+	if domain.ErrorCode(err) == domain.NotFound {
+		refused()
+		return
+	}
+	if err != nil {
+		s.failed(w, r, nil, err)
+		return
+	}
+	k, found, err := s.auth.KeyByID(r.Context(), id)
+	if err != nil {
+		s.failed(w, r, nil, err)
+		return
+	}
+	if !found || (!k.Operator && !k.Scopes.Has(domain.ScopeAdmin)) {
+		refused()
+		return
+	}
+	s.start(w, r, k)
+}
