@@ -33,7 +33,7 @@ const usage = `usage:
   asyncstatus serve [--config FILE]
   asyncstatus keys create --tenant T --scopes read,write[,admin] [--name NAME]
   asyncstatus keys create --operator [--name NAME]
-  asyncstatus keys list --tenant T
+  asyncstatus keys list --tenant T | --operator
   asyncstatus keys revoke KEY_ID
   asyncstatus tenants freeze T | unfreeze T
   asyncstatus retention reapply [--tenant T] [--dry-run]
@@ -55,7 +55,7 @@ func synopsis(name string) string {
 	case "keys create":
 		return "keys create --tenant T --scopes read,write[,admin] [--name NAME] [--config FILE]\n       asyncstatus keys create --operator [--name NAME] [--config FILE]"
 	case "keys list":
-		return "keys list --tenant T [--config FILE]"
+		return "keys list --tenant T | --operator [--config FILE]"
 	case "keys revoke":
 		return "keys revoke KEY_ID [--config FILE]"
 	case "tenants":
