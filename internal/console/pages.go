@@ -212,7 +212,7 @@ func (s *Server) cancelRequest(w http.ResponseWriter, r *http.Request, v *view) 
 }
 
 func (s *Server) deleteRequest(w http.ResponseWriter, r *http.Request, v *view) {
-	if err := s.st.Delete(r.Context(), v.Tenant, r.PathValue("id")); err != nil {
+	if err := s.st.DeleteBy(r.Context(), v.Tenant, r.PathValue("id"), v.Session.KeyID); err != nil {
 		s.failed(w, r, v, err)
 		return
 	}

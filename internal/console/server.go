@@ -25,7 +25,7 @@ type Store interface {
 	List(ctx context.Context, tenant string, f domain.ListFilter) (*domain.ListPage, error)
 	Poll(ctx context.Context, p domain.PollParams) (domain.PollResult, error)
 	Cancel(ctx context.Context, p domain.TransitionParams, in domain.CancelInput) (*domain.Request, error)
-	Delete(ctx context.Context, tenant, id string) error
+	DeleteBy(ctx context.Context, tenant, id, by string) error
 	SetFrozen(ctx context.Context, tenant string, frozen bool) error
 	Webhooks(ctx context.Context, tenant string) ([]domain.Webhook, error)
 	WebhookDeliveries(ctx context.Context, tenant, id string) ([]domain.WebhookDelivery, error)
