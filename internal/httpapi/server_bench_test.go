@@ -20,8 +20,8 @@ import (
 	"github.com/asyncstatus/asyncstatus/bench/yardstick"
 	"github.com/asyncstatus/asyncstatus/internal/auth"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
-	httpapi "github.com/asyncstatus/asyncstatus/internal/http"
-	"github.com/asyncstatus/asyncstatus/internal/http/logbuf"
+	"github.com/asyncstatus/asyncstatus/internal/httpapi"
+	"github.com/asyncstatus/asyncstatus/internal/httpapi/logbuf"
 	"github.com/asyncstatus/asyncstatus/internal/metrics"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
