@@ -532,7 +532,7 @@ func (k *contract) requireCoverage(t *testing.T, listed bool) {
 	for path, item := range k.doc.Paths.Map() {
 		for method, op := range item.Operations() {
 			if op.OperationID == "listRequests" && !listed {
-				t.Logf("GET /v1/requests is documented but not served yet (internal/http/list.go): not exercised")
+				t.Logf("GET /v1/requests is documented but not served yet (internal/httpapi/list.go): not exercised")
 				continue
 			}
 			for status := range op.Responses.Map() {

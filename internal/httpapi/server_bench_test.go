@@ -42,7 +42,7 @@ import (
 // exactly as serve wires it to stderr (see accessLogWriter), so its write
 // syscalls are paid as in production.
 //
-//	go test -run '^$' -bench BenchmarkServer -benchmem -count 5 ./internal/http/
+//	go test -run '^$' -bench BenchmarkServer -benchmem -count 5 ./internal/httpapi/
 
 // referenceRequest is the reference request of the benchmark harness.
 type referenceRequest struct {
