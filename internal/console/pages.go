@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/wire"
 )
 
 // tenantsPage: every tenant with its counts by status and frozen flag; one
@@ -51,7 +52,7 @@ func (s *Server) tenantsPage(w http.ResponseWriter, r *http.Request, v *view) {
 // are read at the same time, so the page costs about one list call.
 func (s *Server) requestsPage(w http.ResponseWriter, r *http.Request, v *view) {
 	q := r.URL.Query()
-	f, ferr := domain.DecodeListQuery(map[string][]string(q))
+	f, ferr := wire.DecodeListQuery(map[string][]string(q))
 	var (
 		sum     domain.TenantSummary
 		sumErr  error

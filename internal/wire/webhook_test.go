@@ -1,6 +1,8 @@
-package domain
+package wire
 
 import (
+	"github.com/asyncstatus/asyncstatus/internal/domain"
+
 	"strings"
 	"testing"
 )
@@ -33,8 +35,8 @@ func TestWebhookURLPort(t *testing.T) {
 			}
 			continue
 		}
-		e, ok := err.(*Error)
-		if !ok || e.Code != ValidationFailed || len(e.Fields) != 1 || e.Fields[0].Field != "url" {
+		e, ok := err.(*domain.Error)
+		if !ok || e.Code != domain.ValidationFailed || len(e.Fields) != 1 || e.Fields[0].Field != "url" {
 			t.Errorf("%s: %#v, want VALIDATION_FAILED naming url", c.url, err)
 			continue
 		}

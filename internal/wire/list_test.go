@@ -1,6 +1,8 @@
-package domain
+package wire
 
 import (
+	"github.com/asyncstatus/asyncstatus/internal/domain"
+
 	"slices"
 	"testing"
 	"time"
@@ -14,11 +16,11 @@ func TestDecodeListQuery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Type != "statement.export" || !slices.Equal(f.Statuses, []Status{StatusFailed, StatusQueued}) || f.Limit != 7 ||
+	if f.Type != "statement.export" || !slices.Equal(f.Statuses, []domain.Status{domain.StatusFailed, domain.StatusQueued}) || f.Limit != 7 ||
 		f.CreatedBefore != nil || f.Cursor != "abc" || !f.CreatedAfter.Equal(time.Date(2025, 12, 31, 23, 0, 0, 5e8, time.UTC)) {
 		t.Fatalf("%+v", f)
 	}
-	if f, err := DecodeListQuery(nil); err != nil || f.Limit != DefaultListLimit || f.Statuses != nil {
+	if f, err := DecodeListQuery(nil); err != nil || f.Limit != domain.DefaultListLimit || f.Statuses != nil {
 		t.Fatalf("defaults: %+v %v", f, err)
 	}
 	for name, q := range map[string]map[string][]string{
@@ -31,8 +33,8 @@ func TestDecodeListQuery(t *testing.T) {
 		"sort":           {"sort": {"asc"}},
 	} {
 		_, err := DecodeListQuery(q)
-		e, ok := err.(*Error)
-		if !ok || e.Code != ValidationFailed || len(e.Fields) == 0 || e.Fields[0].Field != name {
+		e, ok := err.(*domain.Error)
+		if !ok || e.Code != domain.ValidationFailed || len(e.Fields) == 0 || e.Fields[0].Field != name {
 			t.Errorf("%s: %v", name, err)
 		}
 	}

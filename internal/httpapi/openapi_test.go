@@ -24,7 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/asyncstatus/asyncstatus/internal/auth"
-	httpapi "github.com/asyncstatus/asyncstatus/internal/http"
+	"github.com/asyncstatus/asyncstatus/internal/httpapi"
 	"github.com/asyncstatus/asyncstatus/internal/metrics"
 	"github.com/asyncstatus/asyncstatus/internal/store"
 	"github.com/asyncstatus/asyncstatus/internal/webhook"
@@ -598,7 +598,7 @@ func (k *contract) requireCoverage(t *testing.T, listed bool) {
 	for path, item := range k.doc.Paths.Map() {
 		for method, op := range item.Operations() {
 			if op.OperationID == "listRequests" && !listed {
-				t.Logf("GET /v1/requests is documented but not served yet (internal/http/list.go): not exercised")
+				t.Logf("GET /v1/requests is documented but not served yet (internal/httpapi/list.go): not exercised")
 				continue
 			}
 			for status := range op.Responses.Map() {

@@ -8,6 +8,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/wire"
 )
 
 // healthz says the process is up and names its build, so that an operator
@@ -34,12 +35,12 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 }
 
 // writeRequest answers with a representation, its ETag and no caching. The
-// body is what encoding/json makes of r (domain.Request.AppendJSON, without
+// body is what encoding/json makes of r (wire.AppendRequest, without
 // reflection), built in a pooled buffer and copied into the response.
 func (s *Server) writeRequest(c *fiber.Ctx, status int, r *domain.Request) error {
 	bp := s.bufs.Get().(*[]byte)
 	defer s.bufs.Put(bp)
-	body, err := r.AppendJSON((*bp)[:0])
+	body, err := wire.AppendRequest((*bp)[:0], r)
 	if err != nil {
 		return err
 	}
@@ -169,7 +170,7 @@ func (s *Server) create(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	in, err := domain.DecodeCreate(body, s.opts.Limits)
+	in, err := wire.DecodeCreate(body, s.opts.Limits)
 	if err != nil {
 		return err
 	}
@@ -290,26 +291,26 @@ func transition[In any](s *Server, c *fiber.Ctx, decode func([]byte) (In, error)
 }
 
 func (s *Server) processing(c *fiber.Ctx) error {
-	return transition(s, c, domain.DecodeProgress, func(tp domain.TransitionParams, in domain.ProgressInput) (*domain.Request, error) {
+	return transition(s, c, wire.DecodeProgress, func(tp domain.TransitionParams, in domain.ProgressInput) (*domain.Request, error) {
 		return s.reqs.MarkProcessing(c.UserContext(), tp, in)
 	})
 }
 
 func (s *Server) complete(c *fiber.Ctx) error {
-	decode := func(b []byte) (domain.CompleteInput, error) { return domain.DecodeComplete(b, s.opts.Limits) }
+	decode := func(b []byte) (domain.CompleteInput, error) { return wire.DecodeComplete(b, s.opts.Limits) }
 	return transition(s, c, decode, func(tp domain.TransitionParams, in domain.CompleteInput) (*domain.Request, error) {
 		return s.reqs.Complete(c.UserContext(), tp, in)
 	})
 }
 
 func (s *Server) fail(c *fiber.Ctx) error {
-	return transition(s, c, domain.DecodeFail, func(tp domain.TransitionParams, in domain.FailInput) (*domain.Request, error) {
+	return transition(s, c, wire.DecodeFail, func(tp domain.TransitionParams, in domain.FailInput) (*domain.Request, error) {
 		return s.reqs.Fail(c.UserContext(), tp, in)
 	})
 }
 
 func (s *Server) cancel(c *fiber.Ctx) error {
-	return transition(s, c, domain.DecodeCancel, func(tp domain.TransitionParams, in domain.CancelInput) (*domain.Request, error) {
+	return transition(s, c, wire.DecodeCancel, func(tp domain.TransitionParams, in domain.CancelInput) (*domain.Request, error) {
 		return s.reqs.Cancel(c.UserContext(), tp, in)
 	})
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	httpapi "github.com/asyncstatus/asyncstatus/internal/http"
+	"github.com/asyncstatus/asyncstatus/internal/httpapi"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asyncstatus/asyncstatus/internal/http/logbuf"
+	"github.com/asyncstatus/asyncstatus/internal/httpapi/logbuf"
 )
 
 // recorder keeps every Write it receives, separately.

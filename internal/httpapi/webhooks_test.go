@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	httpapi "github.com/asyncstatus/asyncstatus/internal/http"
+	"github.com/asyncstatus/asyncstatus/internal/httpapi"
 	"github.com/asyncstatus/asyncstatus/internal/webhook"
 )
 

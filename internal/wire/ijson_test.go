@@ -1,6 +1,8 @@
-package domain
+package wire
 
 import (
+	"github.com/asyncstatus/asyncstatus/internal/domain"
+
 	"strings"
 	"testing"
 )
@@ -63,8 +65,8 @@ func TestIJSON(t *testing.T) {
 			}
 			continue
 		}
-		e, ok := err.(*Error)
-		if !ok || e.Code != ValidationFailed || len(e.Fields) == 0 || e.Fields[0].Field != c.field {
+		e, ok := err.(*domain.Error)
+		if !ok || e.Code != domain.ValidationFailed || len(e.Fields) == 0 || e.Fields[0].Field != c.field {
 			t.Errorf("%s %q: %#v, want VALIDATION_FAILED naming %s", c.decoder, c.body, err, c.field)
 		}
 	}

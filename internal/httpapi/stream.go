@@ -9,6 +9,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/wire"
 )
 
 // queryPollToken is the query parameter that carries a poll token on the
@@ -150,7 +151,7 @@ func (sw *sseWriter) event(r *domain.Request) bool {
 	b := append(sw.buf[:0], "id: "...)
 	b = strconv.AppendInt(b, r.Version, 10)
 	b = append(b, "\nevent: request\ndata: "...)
-	b, err := r.AppendJSON(b) // one line: JSON escapes every newline
+	b, err := wire.AppendRequest(b, r) // one line: JSON escapes every newline
 	if err != nil {
 		return false
 	}

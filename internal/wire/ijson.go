@@ -1,6 +1,8 @@
-package domain
+package wire
 
 import (
+	"github.com/asyncstatus/asyncstatus/internal/domain"
+
 	"bytes"
 	"encoding/json"
 	"strconv"
@@ -24,7 +26,7 @@ import (
 type ijsonChecker struct {
 	b    []byte
 	path []string // member names (and [i]) from the top to where it is
-	err  *FieldError
+	err  *domain.FieldError
 	top  []string // top-level member names
 }
 
@@ -35,7 +37,7 @@ const maxIJSONDepth = 10000
 
 // checkIJSON returns the violation found in body (nil: none, or malformed
 // JSON) and the top-level member names when body is an object.
-func checkIJSON(body []byte) (*FieldError, []string) {
+func checkIJSON(body []byte) (*domain.FieldError, []string) {
 	c := ijsonChecker{b: body}
 	i := skipSpace(body, 0)
 	c.value(i, 0)
@@ -58,7 +60,7 @@ func (c *ijsonChecker) field() string {
 }
 
 func (c *ijsonChecker) fail(msg string) {
-	c.err = &FieldError{Field: c.field(), Message: msg}
+	c.err = &domain.FieldError{Field: c.field(), Message: msg}
 }
 
 // value checks the value at c.b[i] and returns the index after it, or -1 when

@@ -13,7 +13,7 @@ import (
 // a long poll held on replica A, the transition made through A itself
 // ("same") or through replica B ("other"). It reports p50 and p99 in ms.
 //
-//	go test -run XXX -bench BenchmarkWakeLatency -benchtime 300x ./internal/http/
+//	go test -run XXX -bench BenchmarkWakeLatency -benchtime 300x ./internal/httpapi/
 func BenchmarkWakeLatency(b *testing.B) {
 	for _, via := range []string{"same", "other"} {
 		b.Run(via, func(b *testing.B) {

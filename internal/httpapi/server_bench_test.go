@@ -20,8 +20,8 @@ import (
 	"github.com/asyncstatus/asyncstatus/bench/yardstick"
 	"github.com/asyncstatus/asyncstatus/internal/auth"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
-	httpapi "github.com/asyncstatus/asyncstatus/internal/http"
-	"github.com/asyncstatus/asyncstatus/internal/http/logbuf"
+	"github.com/asyncstatus/asyncstatus/internal/httpapi"
+	"github.com/asyncstatus/asyncstatus/internal/httpapi/logbuf"
 	"github.com/asyncstatus/asyncstatus/internal/metrics"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
@@ -42,7 +42,7 @@ import (
 // exactly as serve wires it to stderr (see accessLogWriter), so its write
 // syscalls are paid as in production.
 //
-//	go test -run '^$' -bench BenchmarkServer -benchmem -count 5 ./internal/http/
+//	go test -run '^$' -bench BenchmarkServer -benchmem -count 5 ./internal/httpapi/
 
 // referenceRequest is the reference request of the benchmark harness.
 type referenceRequest struct {

@@ -1,6 +1,8 @@
-package domain
+package wire
 
 import (
+	"github.com/asyncstatus/asyncstatus/internal/domain"
+
 	"bytes"
 	"encoding/json"
 	"os"
@@ -12,7 +14,7 @@ import (
 )
 
 // refLimits are the service's default limits (config defaults.go).
-var refLimits = Limits{ContextBytes: 4096, ResultBytes: 16384}
+var refLimits = domain.Limits{ContextBytes: 4096, ResultBytes: 16384}
 
 // reference reads the shared reference request's members: compact, as the load
 // tool sends them, and as they stand (indented) in the file.
@@ -165,20 +167,20 @@ func decodeBoth[T any](t *testing.T, body []byte, public, slow func([]byte) (T, 
 func FuzzDecodeCreateFastSlow(f *testing.F) {
 	addSeeds(f, true)
 	f.Fuzz(func(t *testing.T, body []byte, limit uint16) {
-		lim := Limits{ContextBytes: int(limit), ResultBytes: int(limit)}
+		lim := domain.Limits{ContextBytes: int(limit), ResultBytes: int(limit)}
 		decodeBoth(t, body,
-			func(b []byte) (CreateInput, error) { return DecodeCreate(b, lim) },
-			func(b []byte) (CreateInput, error) { return decodeCreateSlow(b, lim) })
+			func(b []byte) (domain.CreateInput, error) { return DecodeCreate(b, lim) },
+			func(b []byte) (domain.CreateInput, error) { return decodeCreateSlow(b, lim) })
 	})
 }
 
 func FuzzDecodeCompleteFastSlow(f *testing.F) {
 	addSeeds(f, true)
 	f.Fuzz(func(t *testing.T, body []byte, limit uint16) {
-		lim := Limits{ContextBytes: int(limit), ResultBytes: int(limit)}
+		lim := domain.Limits{ContextBytes: int(limit), ResultBytes: int(limit)}
 		decodeBoth(t, body,
-			func(b []byte) (CompleteInput, error) { return DecodeComplete(b, lim) },
-			func(b []byte) (CompleteInput, error) { return decodeCompleteSlow(b, lim) })
+			func(b []byte) (domain.CompleteInput, error) { return DecodeComplete(b, lim) },
+			func(b []byte) (domain.CompleteInput, error) { return decodeCompleteSlow(b, lim) })
 	})
 }
 
@@ -216,14 +218,14 @@ func benchDecode[T any](b *testing.B, member string, public, slow func([]byte) (
 
 func BenchmarkDecodeCreate(b *testing.B) {
 	benchDecode(b, "create",
-		func(body []byte) (CreateInput, error) { return DecodeCreate(body, refLimits) },
-		func(body []byte) (CreateInput, error) { return decodeCreateSlow(body, refLimits) })
+		func(body []byte) (domain.CreateInput, error) { return DecodeCreate(body, refLimits) },
+		func(body []byte) (domain.CreateInput, error) { return decodeCreateSlow(body, refLimits) })
 }
 
 func BenchmarkDecodeComplete(b *testing.B) {
 	benchDecode(b, "complete",
-		func(body []byte) (CompleteInput, error) { return DecodeComplete(body, refLimits) },
-		func(body []byte) (CompleteInput, error) { return decodeCompleteSlow(body, refLimits) })
+		func(body []byte) (domain.CompleteInput, error) { return DecodeComplete(body, refLimits) },
+		func(body []byte) (domain.CompleteInput, error) { return decodeCompleteSlow(body, refLimits) })
 }
 
 func BenchmarkDecodeProgress(b *testing.B) {

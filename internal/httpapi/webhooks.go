@@ -7,6 +7,7 @@ import (
 	"github.com/gofiber/fiber/v2/utils"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/wire"
 )
 
 // The /v1/webhooks routes (spec §10), admin scope. Another tenant's endpoint
@@ -17,7 +18,7 @@ func (s *Server) registerWebhook(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	in, err := domain.DecodeWebhook(body)
+	in, err := wire.DecodeWebhook(body)
 	if err != nil {
 		return err
 	}

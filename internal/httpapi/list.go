@@ -9,6 +9,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/wire"
 )
 
 // listPage is the body of GET /v1/requests: next_cursor is null on the last page.
@@ -23,7 +24,7 @@ func (s *Server) list(c *fiber.Ctx) error {
 	c.Context().QueryArgs().VisitAll(func(k, v []byte) {
 		values[string(k)] = append(values[string(k)], string(v)) // string() copies
 	})
-	f, err := domain.DecodeListQuery(values)
+	f, err := wire.DecodeListQuery(values)
 	if err != nil {
 		return err
 	}

@@ -1,12 +1,14 @@
-package domain
+package wire
 
 import (
+	"github.com/asyncstatus/asyncstatus/internal/domain"
+
 	"encoding/json"
 	"strconv"
 	"unicode/utf8"
 )
 
-// AppendJSON appends r's JSON representation to b: byte for byte what
+// AppendRequest appends r's JSON representation to b: byte for byte what
 // encoding/json's Marshal makes of it (HTML-escaping included), without
 // reflection, and without re-validating the JSON members (progress, context,
 // result, failure, cancellation).
@@ -16,8 +18,8 @@ import (
 // that it escapes (<, >, & and U+2028, U+2029). Otherwise they go through
 // encoding/json. The verbatim copy trusts them to be valid JSON, as the store
 // keeps them (every one is validated when it is written); encoding/json would
-// refuse invalid ones instead. TestAppendJSON proves the equality.
-func (r *Request) AppendJSON(b []byte) ([]byte, error) {
+// refuse invalid ones instead. TestAppendRequest proves the equality.
+func AppendRequest(b []byte, r *domain.Request) ([]byte, error) {
 	var err error
 	b = append(b, `{"id":`...)
 	b = appendString(b, r.ID)
@@ -68,12 +70,12 @@ func (r *Request) AppendJSON(b []byte) ([]byte, error) {
 // appendTime writes a Time as its MarshalJSON does. TimeLayout by hand:
 // time.AppendFormat re-parses the layout on every call, which was about a
 // tenth of the server's CPU per poll (three times per answer).
-func appendTime(b []byte, t Time) []byte {
+func appendTime(b []byte, t domain.Time) []byte {
 	u := t.UTC()
 	y, mo, d := u.Date()
 	if y < 0 || y > 9999 { // AppendFormat's own rendering of such years
 		b = append(b, '"')
-		b = u.AppendFormat(b, TimeLayout)
+		b = u.AppendFormat(b, domain.TimeLayout)
 		return append(b, '"')
 	}
 	h, mi, sec := u.Clock()
@@ -86,7 +88,7 @@ func appendTime(b []byte, t Time) []byte {
 		byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10), 'Z', '"')
 }
 
-func appendTimePtr(b []byte, t *Time) []byte {
+func appendTimePtr(b []byte, t *domain.Time) []byte {
 	if t == nil {
 		return append(b, "null"...)
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	httpapi "github.com/asyncstatus/asyncstatus/internal/http"
+	"github.com/asyncstatus/asyncstatus/internal/httpapi"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	httpapi "github.com/asyncstatus/asyncstatus/internal/http"
+	"github.com/asyncstatus/asyncstatus/internal/httpapi"
 )
 
 // TestNoUnsolicitedAnswers: a connection that sends no request within

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/asyncstatus/asyncstatus/internal/auth"
-	httpapi "github.com/asyncstatus/asyncstatus/internal/http"
+	"github.com/asyncstatus/asyncstatus/internal/httpapi"
 	"github.com/asyncstatus/asyncstatus/internal/store"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )

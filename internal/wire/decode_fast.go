@@ -1,6 +1,8 @@
-package domain
+package wire
 
 import (
+	"github.com/asyncstatus/asyncstatus/internal/domain"
+
 	"encoding/json"
 	"unicode/utf8"
 )
@@ -464,25 +466,25 @@ func plainString(raw []byte, maxRunes int) ([]byte, bool) {
 }
 
 // fastCreate is DecodeCreate for bodies decodeCreateSlow accepts.
-func fastCreate(body []byte, lim Limits) (CreateInput, bool) {
+func fastCreate(body []byte, lim domain.Limits) (domain.CreateInput, bool) {
 	var fs [3]field
 	if !scanFields(body, []string{"type", "context", "estimated_duration_seconds"}, fs[:]) {
-		return CreateInput{}, false
+		return domain.CreateInput{}, false
 	}
 	typ, ok := typeName(fs[0].raw)
 	if !ok {
-		return CreateInput{}, false
+		return domain.CreateInput{}, false
 	}
-	var out CreateInput
+	var out domain.CreateInput
 	if c := fs[1]; !absent(c) {
 		if c.raw[0] != '{' || len(c.raw)-c.space > lim.ContextBytes {
-			return CreateInput{}, false
+			return domain.CreateInput{}, false
 		}
 		out.Context = compactCopy(c)
 	}
 	if e := fs[2]; !absent(e) {
 		if out.EstimatedDurationSeconds, ok = smallInt(e.raw, 1, 86400); !ok {
-			return CreateInput{}, false
+			return domain.CreateInput{}, false
 		}
 	}
 	out.Type = string(typ)
@@ -490,50 +492,50 @@ func fastCreate(body []byte, lim Limits) (CreateInput, bool) {
 }
 
 // fastComplete is DecodeComplete for bodies decodeCompleteSlow accepts.
-func fastComplete(body []byte, lim Limits) (CompleteInput, bool) {
+func fastComplete(body []byte, lim domain.Limits) (domain.CompleteInput, bool) {
 	var fs [2]field
 	if !scanFields(body, []string{"result_type", "result"}, fs[:]) {
-		return CompleteInput{}, false
+		return domain.CompleteInput{}, false
 	}
 	res := fs[1]
 	if absent(res) {
-		return CompleteInput{}, false
+		return domain.CompleteInput{}, false
 	}
 	switch string(fs[0].raw) {
-	case `"` + ResultAnswer + `"`:
+	case `"` + domain.ResultAnswer + `"`:
 		if res.raw[0] != '{' || len(res.raw)-res.space > lim.ResultBytes {
-			return CompleteInput{}, false
+			return domain.CompleteInput{}, false
 		}
-		return CompleteInput{ResultType: ResultAnswer, Result: compactCopy(res)}, true
-	case `"` + ResultLink + `"`:
+		return domain.CompleteInput{ResultType: domain.ResultAnswer, Result: compactCopy(res)}, true
+	case `"` + domain.ResultLink + `"`:
 		// The slow path hands the same raw value to decodeLink once the
 		// envelope is valid, and decodeLink's answer depends on those bytes
 		// alone. Its errors are left to the slow path, so that the order of
 		// envelope and result errors stays its business.
 		r, err := decodeLink(res.raw)
 		if err != nil {
-			return CompleteInput{}, false
+			return domain.CompleteInput{}, false
 		}
-		return CompleteInput{ResultType: ResultLink, Result: r}, true
-	case `"` + ResultConfirmation + `"`:
+		return domain.CompleteInput{ResultType: domain.ResultLink, Result: r}, true
+	case `"` + domain.ResultConfirmation + `"`:
 		r, err := decodeConfirmation(res.raw)
 		if err != nil {
-			return CompleteInput{}, false
+			return domain.CompleteInput{}, false
 		}
-		return CompleteInput{ResultType: ResultConfirmation, Result: r}, true
+		return domain.CompleteInput{ResultType: domain.ResultConfirmation, Result: r}, true
 	}
-	return CompleteInput{}, false
+	return domain.CompleteInput{}, false
 }
 
 // fastProgress is DecodeProgress for bodies decodeProgressSlow accepts.
-func fastProgress(body []byte) (ProgressInput, bool) {
+func fastProgress(body []byte) (domain.ProgressInput, bool) {
 	var fs [2]field
 	if !scanFields(body, []string{"percent", "message"}, fs[:]) {
-		return ProgressInput{}, false
+		return domain.ProgressInput{}, false
 	}
 	percent, message := fs[0], fs[1]
 	if absent(percent) && absent(message) {
-		return ProgressInput{}, true
+		return domain.ProgressInput{}, true
 	}
 	// Built by hand as json.Marshal writes the slow path's struct: members in
 	// field order, each left out when empty (omitempty).
@@ -541,7 +543,7 @@ func fastProgress(body []byte) (ProgressInput, bool) {
 	b = append(b, '{')
 	if !absent(percent) {
 		if _, ok := smallInt(percent.raw, 0, 100); !ok {
-			return ProgressInput{}, false
+			return domain.ProgressInput{}, false
 		}
 		b = append(b, `"percent":`...)
 		b = append(b, percent.raw...) // digits only, so already canonical
@@ -549,7 +551,7 @@ func fastProgress(body []byte) (ProgressInput, bool) {
 	if !absent(message) {
 		s, ok := plainString(message.raw, 256)
 		if !ok {
-			return ProgressInput{}, false
+			return domain.ProgressInput{}, false
 		}
 		if len(s) > 0 {
 			if len(b) > 1 {
@@ -559,17 +561,17 @@ func fastProgress(body []byte) (ProgressInput, bool) {
 			b = append(b, message.raw...)
 		}
 	}
-	return ProgressInput{Progress: append(b, '}')}, true
+	return domain.ProgressInput{Progress: append(b, '}')}, true
 }
 
 // fastFail is DecodeFail for bodies decodeFailSlow accepts.
-func fastFail(body []byte) (FailInput, bool) {
+func fastFail(body []byte) (domain.FailInput, bool) {
 	var fs [2]field
 	if !scanFields(body, []string{"code", "reason"}, fs[:]) {
-		return FailInput{}, false
+		return domain.FailInput{}, false
 	}
 	if _, ok := failureCode(fs[0].raw); !ok {
-		return FailInput{}, false
+		return domain.FailInput{}, false
 	}
 	// FailureJSON's encoding, built by hand: the reason is left out when empty.
 	code, reason := fs[0].raw, fs[1]
@@ -579,12 +581,12 @@ func fastFail(body []byte) (FailInput, bool) {
 	if !absent(reason) {
 		s, ok := plainString(reason.raw, 1024)
 		if !ok {
-			return FailInput{}, false
+			return domain.FailInput{}, false
 		}
 		if len(s) > 0 {
 			b = append(b, `,"reason":`...)
 			b = append(b, reason.raw...)
 		}
 	}
-	return FailInput{Failure: append(b, '}')}, true
+	return domain.FailInput{Failure: append(b, '}')}, true
 }

@@ -1,4 +1,4 @@
-package domain_test
+package wire_test
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/wire"
 )
 
 // tricky strings: HTML characters, escapes, control bytes, unicode, U+2028/9,
@@ -63,8 +64,8 @@ func encodeCase(rng *rand.Rand) domain.Request {
 	return r
 }
 
-// TestAppendJSON proves AppendJSON writes exactly what encoding/json writes.
-func TestAppendJSON(t *testing.T) {
+// TestAppendRequest proves AppendRequest writes exactly what encoding/json writes.
+func TestAppendRequest(t *testing.T) {
 	check := func(r *domain.Request) {
 		t.Helper()
 		want, err := json.Marshal(r)
@@ -72,12 +73,12 @@ func TestAppendJSON(t *testing.T) {
 			t.Fatal(err)
 		}
 		prefix := []byte("prefix")
-		got, err := r.AppendJSON(prefix)
+		got, err := wire.AppendRequest(prefix, r)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.HasPrefix(got, prefix) || !bytes.Equal(got[len(prefix):], want) {
-			t.Fatalf("AppendJSON differs from encoding/json:\n got %s\nwant %s", got[len(prefix):], want)
+			t.Fatalf("AppendRequest differs from encoding/json:\n got %s\nwant %s", got[len(prefix):], want)
 		}
 	}
 	// every status, members absent and present
@@ -99,19 +100,19 @@ func TestAppendJSON(t *testing.T) {
 	}
 }
 
-// TestAppendJSONInvalidRaw: a member that is not JSON fails like encoding/json
+// TestAppendRequestInvalidRaw: a member that is not JSON fails like encoding/json
 // when it is not copied verbatim.
-func TestAppendJSONInvalidRaw(t *testing.T) {
+func TestAppendRequestInvalidRaw(t *testing.T) {
 	r := &domain.Request{Context: json.RawMessage(`{"a": }`)}
 	if _, err := json.Marshal(r); err == nil {
 		t.Fatal("encoding/json accepted it")
 	}
-	if _, err := r.AppendJSON(nil); err == nil {
-		t.Fatal("AppendJSON accepted it")
+	if _, err := wire.AppendRequest(nil, r); err == nil {
+		t.Fatal("AppendRequest accepted it")
 	}
 }
 
-func BenchmarkAppendJSON(b *testing.B) {
+func BenchmarkAppendRequest(b *testing.B) {
 	now := domain.TimeMs(1764442800123)
 	r := &domain.Request{ID: "0b9d6d8e-2f5c-4b8e-9a57-3f1c2d4e5f60", Type: "statement.export", Status: domain.StatusProcessing,
 		Progress:  json.RawMessage(`{"percent":42,"message":"Exporting statements for March","step":3,"steps":7}`),
@@ -124,11 +125,11 @@ func BenchmarkAppendJSON(b *testing.B) {
 			}
 		}
 	})
-	b.Run("AppendJSON", func(b *testing.B) {
+	b.Run("AppendRequest", func(b *testing.B) {
 		buf := make([]byte, 0, 1024)
 		for b.Loop() {
 			var err error
-			if buf, err = r.AppendJSON(buf[:0]); err != nil {
+			if buf, err = wire.AppendRequest(buf[:0], r); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -151,8 +152,8 @@ func TestAppendTimeLikeFormat(t *testing.T) {
 			tm = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
 		}
 		want, _ := json.Marshal(struct{ T string }{tm.UTC().Format(domain.TimeLayout)})
-		r := domain.Request{CreatedAt: domain.Time{Time: tm}}
-		got, err := r.AppendJSON(nil)
+		r := &domain.Request{CreatedAt: domain.Time{Time: tm}}
+		got, err := wire.AppendRequest(nil, r)
 		if err != nil {
 			t.Fatal(err)
 		}
