@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/utils"
@@ -33,6 +34,11 @@ type reqState struct {
 	// was streamed, in a buffer of the server's pool.
 	bodyRead bool
 	body     *[]byte
+	// start is when observe saw the request; parked: a long poll that
+	// answers after the handler returned (park.go), which observe leaves to
+	// record to the parked wait.
+	start  time.Time
+	parked bool
 }
 
 // withState is the first middleware: it gives the request its state and id,

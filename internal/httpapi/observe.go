@@ -72,6 +72,8 @@ func (s *Server) observing() bool { return s.opts.Metrics != nil || s.opts.Acces
 // status of error answers; Fiber then has no error left to handle.
 func (s *Server) observe(c *fiber.Ctx) error {
 	start := time.Now()
+	st := s.state(c)
+	st.start = start
 	finished := false
 	defer func() {
 		if !finished { // a panic on its way to the recover middleware, which answers 500
@@ -80,15 +82,22 @@ func (s *Server) observe(c *fiber.Ctx) error {
 	}()
 	s.answerError(c, c.Next())
 	finished = true
-	s.record(c, start, c.Response().StatusCode())
+	if !st.parked {
+		s.record(c, start, c.Response().StatusCode())
+	}
 	return nil
 }
 
 // record writes the metrics and the log line of one answer.
 func (s *Server) record(c *fiber.Ctx, start time.Time, status int) {
+	s.recordRoute(c, s.routeOf(c), start, status)
+}
+
+// recordRoute is record for route o: a parked long poll's answer is written
+// on a context of its own, which was never routed (park.go).
+func (s *Server) recordRoute(c *fiber.Ctx, o *routeObs, start time.Time, status int) {
 	now := time.Now() // the duration's end and the access line's time: one clock read
 	d := now.Sub(start)
-	o := s.routeOf(c)
 	route, method := o.route, o.method
 	o.series.Observe(status, d)
 	if o.transition != nil && status == o.successStatus {

@@ -128,7 +128,10 @@ type Server struct {
 	stopOnce sync.Once
 	clock    waitClock // ends held long polls (waitclock.go)
 	beats    beats     // keep-alives and ends of streams (waitclock.go)
-	cors     corsPolicy
+	// parkedWaits counts the parked long polls that have not answered yet (park.go).
+	parkedWaits sync.WaitGroup
+	parkMu      sync.Mutex // orders parkedWaits.Add before StopWaits' Wait
+	cors        corsPolicy
 }
 
 type jsonCodec struct{}
@@ -179,6 +182,9 @@ func New(reqs Requests, auth Authenticator, limit RateLimiter, opts Options, log
 		DisablePreParseMultipartForm: true,
 	})
 	quietOnNothingRead(s.app.Server())
+	// A parked long poll (park.go) owns its connection from the hijack on,
+	// and gives it back with ServeConn or closes it.
+	s.app.Server().KeepHijackedConns = true
 	s.refuseUnknownMethods(s.app.Server())
 	s.app.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: func(c *fiber.Ctx, e any) {
 		s.log.Error("panic", "panic", e, "path", c.Path())

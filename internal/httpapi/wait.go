@@ -55,7 +55,15 @@ func (o *WaitOptions) defaults() {
 // StopWaits answers every held long poll at once with the current state and
 // ends every stream, and makes new ones answer at once: the first step of a
 // shutdown, before the listener's ShutdownWithTimeout waits for answers.
-func (s *Server) StopWaits() { s.stopOnce.Do(func() { close(s.stopping) }) }
+// It returns once every parked long poll has written its answer.
+func (s *Server) StopWaits() {
+	s.stopOnce.Do(func() {
+		s.parkMu.Lock()
+		close(s.stopping)
+		s.parkMu.Unlock()
+	})
+	s.parkedWaits.Wait()
+}
 
 // holdSlot takes one of the MaxWaiters slots; false when all are taken or
 // the server is stopping.
@@ -148,7 +156,8 @@ func (s *Server) watch(c *fiber.Ctx) (wa domain.Watch, ok bool, err error) {
 	return wa, true, nil
 }
 
-// longPoll answers GET /v1/requests/{id} with Prefer: wait=n (spec §12).
+// longPoll answers GET /v1/requests/{id} with Prefer: wait=n (spec §12). A
+// wait that has to wait is parked (park.go); the rest answer at once.
 func (s *Server) longPoll(c *fiber.Ctx, n int) error {
 	wa, ok, err := s.watch(c)
 	if err != nil {
@@ -157,22 +166,23 @@ func (s *Server) longPoll(c *fiber.Ctx, n int) error {
 	if !ok {
 		return s.pacedPoll(c)
 	}
-	defer s.releaseSlot()
-	defer wa.Close()
 	r, err := s.firstRead(c)
+	applied := s.appliedWait(n)
+	match := c.Get(fiber.HeaderIfNoneMatch)
+	if err == nil && !r.Done && (match == "" || etagMatches(match, r.Version)) && s.park(c, wa, r, applied, match) {
+		return nil
+	}
+	wa.Close()
+	s.releaseSlot()
 	if err != nil {
 		return err
 	}
-	applied := s.appliedWait(n)
-	match := c.Get(fiber.HeaderIfNoneMatch)
-	if !r.Done && (match == "" || etagMatches(match, r.Version)) {
-		s.opts.Metrics.LongPollHeld(1)
-		r, err = s.waitChange(c, wa, r, time.Duration(applied)*time.Second)
-		s.opts.Metrics.LongPollHeld(-1)
-		if err != nil {
-			return err
-		}
-	}
+	return s.answerWait(c, r, applied, match)
+}
+
+// answerWait answers a long poll with r: 200 with the representation, or 304
+// while If-None-Match (match) still matches.
+func (s *Server) answerWait(c *fiber.Ctx, r *domain.Request, applied int, match string) error {
 	var b [32]byte
 	c.Response().Header.Set("Preference-Applied", string(strconv.AppendInt(append(b[:0], "wait="...), int64(applied), 10)))
 	if !r.Done {
@@ -186,35 +196,36 @@ func (s *Server) longPoll(c *fiber.Ctx, n int) error {
 	return s.writeRequest(c, fiber.StatusOK, r)
 }
 
-// waitChange holds a long poll until r's version changes, d passes, or the
-// server stops, and returns the request as it is then. Its last read is made
-// after the time is up, so a change whose announcement was lost still
-// answers. A client that went away frees the wait within one heartbeat.
-func (s *Server) waitChange(c *fiber.Ctx, wa domain.Watch, r *domain.Request, d time.Duration) (*domain.Request, error) {
-	hw := s.clock.hold(c.Context().Conn(), d)
-	defer s.clock.release(hw)
+// waitFor holds a wait until r's version changes, its time (hw) is up, or
+// the server stops, and returns the request as it is then. Its last read is
+// made after the time is up, so a change whose announcement was lost still
+// answers. gone: the client went away (found within one heartbeat); nobody
+// reads the answer.
+func (s *Server) waitFor(wa domain.Watch, hw *heldWait, r *domain.Request) (_ *domain.Request, gone bool, _ error) {
 	for {
 		select {
 		case snap := <-wa.Changes():
 			if snap.Err != nil {
 				if domain.ErrorCode(snap.Err) == domain.NotFound {
-					return nil, snap.Err
+					return nil, false, snap.Err
 				}
 				continue // a re-read that failed (Redis flapping): the last read decides
 			}
 			if snap.Request.Version != r.Version || snap.Request.Done {
-				return snap.Request, nil
+				return snap.Request, false, nil
 			}
 		case <-hw.end:
 			s.clock.mu.Lock()
 			gone := hw.gone
 			s.clock.mu.Unlock()
 			if gone {
-				return r, nil // nobody reads the answer; it only has to end
+				return r, true, nil
 			}
-			return s.lastRead(wa)
+			r, err := s.lastRead(wa)
+			return r, false, err
 		case <-s.stopping:
-			return s.lastRead(wa)
+			r, err := s.lastRead(wa)
+			return r, false, err
 		}
 	}
 }

@@ -14,10 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/asyncstatus/asyncstatus/internal/auth"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/metrics"
 	"github.com/asyncstatus/asyncstatus/internal/httpapi"
 	"github.com/asyncstatus/asyncstatus/internal/store"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
@@ -672,4 +674,78 @@ func TestLongPollSurvivesAClusterFailover(t *testing.T) {
 			t.Fatalf("%d %s", r.code, r.body)
 		}
 	}
+}
+
+// TestParkedLongPollIsObserved: a held long poll answers after its handler
+// returned (park.go), on a context of its own. Its answer still carries the
+// headers set before the wait, closes the connection, and is counted and
+// logged once, under its route, with the whole wait in its duration.
+func TestParkedLongPollIsObserved(t *testing.T) {
+	log := &syncBuffer{}
+	m, err := metrics.New(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newReplicaPair(t, testenv.Backends()[1], func(o *httpapi.Options) {
+		o.Metrics, o.AccessLog = m, httpapi.NewAccessLog(log, nil)
+	}, nil)
+	id, _ := p.create(t)
+	start := time.Now()
+	r := do(t, "GET", p.urlA+"/v1/requests/"+id, "", 10*time.Second, "Authorization", "Bearer "+p.reader,
+		"Prefer", "wait=1", "X-Request-Id", "parked-1")
+	if held := time.Since(start); r.code != 200 || held < 900*time.Millisecond {
+		t.Fatalf("long poll: %d after %v: %s", r.code, held, r.body)
+	}
+	if got := r.request(t); got.ID != id || got.Status != domain.StatusQueued {
+		t.Fatalf("answer %+v", got)
+	}
+	for k, want := range map[string]string{"X-Request-Id": "parked-1", "Preference-Applied": "wait=1", "Retry-After": "0",
+		"Etag": `"1"`, "Cache-Control": "no-store", "Content-Type": "application/json"} {
+		if got := r.h.Get(k); got != want {
+			t.Errorf("%s: %q, want %q", k, got, want)
+		}
+	}
+	if r.h.Get("Date") == "" {
+		t.Error("no Date header")
+	}
+	// net/http hides Connection: close; a bare connection shows it, and
+	// that the server closed the connection after the answer
+	conn, err := net.Dial("tcp", strings.TrimPrefix(p.urlA, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /v1/requests/%s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nPrefer: wait=1\r\n\r\n", id, p.reader)
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	raw, err := io.ReadAll(conn) // to EOF: the server closes
+	if err != nil || !strings.HasPrefix(string(raw), "HTTP/1.1 200 OK\r\n") || !strings.Contains(string(raw), "\r\nConnection: close\r\n") {
+		t.Errorf("bare long poll: %v\n%s", err, raw)
+	}
+	var lines []map[string]any
+	for _, l := range log.lines(t) {
+		if l["request_id"] == "parked-1" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 1 {
+		t.Fatalf("%d access lines for the long poll, want 1: %v", len(lines), lines)
+	}
+	l := lines[0]
+	if l["route"] != "/v1/requests/:id" || l["status"] != float64(200) || l["duration_ms"].(float64) < 900 {
+		t.Errorf("access line %v", l)
+	}
+	reg := scrapeServer(t, p.urlA)
+	if !strings.Contains(reg, `asyncstatus_http_requests_total{class="2xx",method="GET",route="/v1/requests/:id"} 2`+"\n") { // the two long polls
+		t.Errorf("long polls not counted once each under their route:\n%s", reg)
+	}
+}
+
+// scrapeServer reads /metrics of the server at url.
+func scrapeServer(t *testing.T, url string) string {
+	t.Helper()
+	r := do(t, "GET", url+"/metrics", "", 5*time.Second)
+	if r.code != 200 {
+		t.Fatalf("/metrics: %d", r.code)
+	}
+	return string(r.body)
 }
