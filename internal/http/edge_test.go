@@ -16,6 +16,7 @@ import (
 
 	"github.com/asyncstatus/asyncstatus/internal/auth"
 	httpapi "github.com/asyncstatus/asyncstatus/internal/http"
+	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
 	"github.com/asyncstatus/asyncstatus/internal/store"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
@@ -250,7 +251,7 @@ func TestNotFoundHeaderParity(t *testing.T) {
 			e := newEnv(t, nil)
 			so := store.Options{Now: e.clock.Now, Retention: time.Hour, OpTimeout: 5 * time.Second, EarlyTolerance: 0.2}
 			if inStore {
-				so.PollRate = &store.PollRate{CredentialLimit: 1000, CredentialWindow: time.Minute, TenantLimit: 1000, TenantWindow: time.Minute}
+				so.RateLimits = &ratelimit.Rates{Read: ratelimit.Rate{Limit: 1000, Period: time.Minute}, Tenant: ratelimit.Rate{Limit: 1000, Period: time.Minute}}
 			}
 			st, err := store.New(e.rdb, so)
 			if err != nil {
@@ -258,7 +259,7 @@ func TestNotFoundHeaderParity(t *testing.T) {
 			}
 			e.st = st
 			e.srv = httpapi.New(st, auth.New(st, []byte("0123456789abcdef0123456789abcdef"), time.Minute, e.clock.Now),
-				&fakeLimiter{left: 1000}, httpapi.Options{PollRateInStore: inStore}, nil)
+				&fakeLimiter{left: 1000}, httpapi.Options{}, nil)
 
 			mine, tok := e.mustCreate("acme-rw")
 			foreign, foreignTok := e.mustCreate("globex-rw")

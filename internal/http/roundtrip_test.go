@@ -7,6 +7,7 @@ import (
 
 	"github.com/asyncstatus/asyncstatus/internal/auth"
 	httpapi "github.com/asyncstatus/asyncstatus/internal/http"
+	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
 	"github.com/asyncstatus/asyncstatus/internal/store"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
@@ -102,13 +103,13 @@ func envWithPollRate(t *testing.T, credLimit int64) (*env, *fakeLimiter) {
 	t.Helper()
 	e := newEnv(t, nil)
 	st, err := store.New(e.rdb, store.Options{Now: e.clock.Now, EarlyTolerance: 0.2,
-		PollRate: &store.PollRate{CredentialLimit: credLimit, CredentialWindow: time.Minute, TenantLimit: 100, TenantWindow: time.Minute}})
+		RateLimits: &ratelimit.Rates{Read: ratelimit.Rate{Limit: credLimit, Period: time.Minute}, Tenant: ratelimit.Rate{Limit: 100, Period: time.Minute}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	lim := &fakeLimiter{left: 100}
 	e.st = st
 	e.srv = httpapi.New(st, auth.New(st, []byte("0123456789abcdef0123456789abcdef"), time.Minute, e.clock.Now), lim,
-		httpapi.Options{PollRateInStore: true}, nil)
+		httpapi.Options{}, nil)
 	return e, lim
 }

@@ -165,8 +165,12 @@ func (s scripts) all() []*redis.Script {
 type reply struct {
 	code int64
 	rest []any
-	// str is the rest of a string reply after its code digit (see decodeReply).
+	// str is the rest of a string reply after its code digit and its rate
+	// part (see decodeReply).
 	str string
+	// rate is the rate limit the script counted (rate_reply in lib.lua), nil
+	// when it counted none.
+	rate *domain.RateInfo
 }
 
 // detail is what follows the code, for scriptError: a table reply's elements, or
@@ -242,6 +246,16 @@ func (s *Store) scriptError(op, id string, code int64, detail []any) error {
 		return domain.Errorf(domain.ValidationFailed, "A tenant may register at most %d webhook endpoints; delete one first.", first())
 	}
 	return backend(op, fmt.Errorf("unexpected script outcome %d", code))
+}
+
+// rateLimited is the error of a call the script refused for its rate limits
+// (codeRateLimited with a rate part).
+func (s *Store) rateLimited(r reply) error {
+	var reset int64
+	if r.rate != nil {
+		reset = r.rate.Reset.UnixMilli()
+	}
+	return s.scriptError("rate limit", "", codeRateLimited, []any{reset})
 }
 
 // errNothingToDo: a sweeper's guarded transition found the request moved on.

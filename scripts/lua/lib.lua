@@ -11,6 +11,46 @@ local function fmt_ms(n)
   return string.format('%.0f', n)
 end
 
+-- rate_window counts one call in the fixed window of counter key, with
+-- ulule/limiter's semantics (a window starts at the key's first hit and lasts
+-- one period: INCRBY, then PEXPIRE on the first hit) so that the scripts and
+-- internal/ratelimit share their counters. window is the period in ms (a
+-- string, for PEXPIRE), now a number. Returns the count and the window's end.
+local function rate_window(key, window, now)
+  local n = rcall('INCRBY', key, 1)
+  if n == 1 then
+    rcall('PEXPIRE', key, window)
+    return n, now + tonumber(window)
+  end
+  local ttl = rcall('PTTL', key)
+  if ttl < 0 then -- a counter that lost its TTL must not block forever
+    rcall('PEXPIRE', key, window)
+    ttl = tonumber(window)
+  end
+  return n, now + ttl
+end
+
+-- rate_count counts one call against its credential's window (ckey, climit,
+-- cwindow) and then, only if that allows it, its tenant's (tkey, ...), so that a
+-- credential ignoring Retry-After spends its own budget, not its tenant's.
+-- Returns whether the call is allowed, then the binding window's limit,
+-- remaining calls and end (unix ms): the refusing one, else the one with fewer
+-- calls left. rate_reply prints them for the Go side (decodeReply).
+local function rate_count(ckey, climit, cwindow, tkey, tlimit, twindow, now)
+  local c, creset = rate_window(ckey, cwindow, now)
+  if c > climit then return false, climit, 0, creset end
+  local t, treset = rate_window(tkey, twindow, now)
+  if t > tlimit then return false, tlimit, 0, treset end
+  if tlimit - t < climit - c then return true, tlimit, tlimit - t, treset end
+  return true, climit, climit - c, creset
+end
+
+-- rate_reply is the part of a string reply, right after its code digit, that
+-- carries a counted rate limit: ":<limit>,<remaining>,<reset ms>;".
+local function rate_reply(limit, left, reset)
+  return ':' .. fmt_ms(limit) .. ',' .. fmt_ms(left) .. ',' .. fmt_ms(reset) .. ';'
+end
+
 -- per_type looks up type t in a spec ";t1=v1;t2=v2;" and falls back to default.
 local function per_type(spec, t, default)
   if spec == nil or spec == '' then return default end
