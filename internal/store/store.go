@@ -408,9 +408,9 @@ func (s *Store) Poll(ctx context.Context, p domain.PollParams) (domain.PollResul
 	return s.read(ctx, p, p.Caller == "")
 }
 
-// read runs poll.lua. Its reply is one string, the code digit then what
-// parsePollReply reads: the retry_after or seconds left, the rate limit when one
-// was counted, and for code 0 the record.
+// read runs poll.lua. Its reply is one string, the code digit, the rate limit
+// when one was counted (decodeReply), then what parsePollReply reads: the
+// retry_after or seconds left, and for code 0 the record.
 // withEvents asks for the record's events to be decoded too.
 func (s *Store) read(ctx context.Context, p domain.PollParams, withEvents bool) (domain.PollResult, error) {
 	var res domain.PollResult
@@ -423,53 +423,45 @@ func (s *Store) read(ctx context.Context, p domain.PollParams, withEvents bool) 
 	if err != nil {
 		return res, backend("read request "+p.ID, err)
 	}
+	res.Rate = r.rate
 	pr, ok := parsePollReply(r.str)
 	if !ok {
 		return res, unexpected("read request", r)
-	}
-	if pr.n == 4 {
-		res.Rate = &domain.RateInfo{Allowed: r.code != codeRateLimited, Limit: pr.nums[1], Remaining: pr.nums[2], Reset: time.UnixMilli(pr.nums[3])}
 	}
 	switch r.code {
 	case codeOK:
 		if !pr.hasRec {
 			return res, unexpected("read request", r)
 		}
-		res.RetryAfter = int(pr.nums[0])
+		res.RetryAfter = int(pr.n)
 		res.Request, err = decodeRecord(p.ID, pr.rec, withEvents)
 		return res, err
 	case codeRateLimited:
-		return res, s.scriptError("read request", p.ID, r.code, []any{pr.nums[3]})
+		return res, s.rateLimited(r)
 	}
-	return res, s.scriptError("read request", p.ID, r.code, []any{pr.nums[0]})
+	return res, s.scriptError("read request", p.ID, r.code, []any{pr.n})
 }
 
-// pollReply is poll.lua's answer after its code digit.
+// pollReply is poll.lua's answer after its code digit and rate part.
 type pollReply struct {
-	nums   [4]int64 // n, then rl_limit, rl_remaining, rl_reset_ms when counted
-	n      int      // how many of nums were sent: 1, or 4 with a rate limit
+	n      int64 // retry_after, or the seconds left of an early poll
 	rec    string
 	hasRec bool
 }
 
-// parsePollReply reads ",<n>[,<rl_limit>,<rl_remaining>,<rl_reset_ms>]", then
-// optionally "|" and the record (poll.lua's header); ok is false for anything else.
+// parsePollReply reads ",<n>", then optionally "|" and the record (poll.lua's
+// header); ok is false for anything else.
 func parsePollReply(str string) (pr pollReply, ok bool) {
 	head, rec, hasRec := strings.Cut(str, "|")
 	head, more := strings.CutPrefix(head, ",")
-	for ; more && pr.n < len(pr.nums); pr.n++ {
-		var f string
-		f, head, more = strings.Cut(head, ",")
-		v, err := strconv.ParseInt(f, 10, 64)
-		if err != nil {
-			return pollReply{}, false
-		}
-		pr.nums[pr.n] = v
-	}
-	if more || head != "" || (pr.n != 1 && pr.n != 4) {
+	if !more {
 		return pollReply{}, false
 	}
-	pr.rec, pr.hasRec = rec, hasRec
+	v, err := strconv.ParseInt(head, 10, 64)
+	if err != nil {
+		return pollReply{}, false
+	}
+	pr.n, pr.rec, pr.hasRec = v, rec, hasRec
 	return pr, true
 }
 

@@ -23,7 +23,7 @@
 -- Returns one string (see poll.lua): "0" created | "2" tenant frozen
 --   "4" idempotency key reused with another body | "5" .. id replay: the key already made request id
 --   "9" rate limited: nothing written but the counters
--- When counted, every code but 2 is followed by rate_reply's ":<limit>,<remaining>,<reset>;".
+-- When counted, every code but 2 is followed by rate_count's ":<limit>,<remaining>,<reset>;".
 local record, meta, qset, hooks, outbox, idem =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[7]
 local id, now, rec = ARGV[1], ARGV[2], ARGV[3]
@@ -35,9 +35,8 @@ if m[1] == '1' then return '2' end
 local rl = ''
 if KEYS[8] then
   idem = KEYS[9]
-  local ok, limit, left, reset = rate_count(KEYS[7], RL_WRITE_LIMIT, RL_WRITE_WINDOW, KEYS[8], RL_TENANT_LIMIT,
-    RL_TENANT_WINDOW, tonumber(now))
-  rl = rate_reply(limit, left, reset)
+  local ok
+  ok, rl = rate_count(KEYS[7], RL_WRITE_LIMIT, RL_WRITE_WINDOW, KEYS[8], RL_TENANT_LIMIT, RL_TENANT_WINDOW, tonumber(now))
   if not ok then return '9' .. rl end
 end
 

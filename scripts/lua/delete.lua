@@ -14,13 +14,12 @@
 -- RL_ADMIN_WINDOW (ms, a string), RL_TENANT_LIMIT, RL_TENANT_WINDOW.
 -- Returns one string (see poll.lua): "0" deleted | "1" not found
 --   "9" rate limited: nothing removed
--- When counted, the code is followed by rate_reply's ":<limit>,<remaining>,<reset>;".
+-- When counted, the code is followed by rate_count's ":<limit>,<remaining>,<reset>;".
 local record, id = KEYS[1], ARGV[1]
 local rl = ''
 if KEYS[8] then
-  local ok, limit, left, reset = rate_count(KEYS[7], RL_ADMIN_LIMIT, RL_ADMIN_WINDOW, KEYS[8], RL_TENANT_LIMIT,
-    RL_TENANT_WINDOW, tonumber(ARGV[2]))
-  rl = rate_reply(limit, left, reset)
+  local ok
+  ok, rl = rate_count(KEYS[7], RL_ADMIN_LIMIT, RL_ADMIN_WINDOW, KEYS[8], RL_TENANT_LIMIT, RL_TENANT_WINDOW, tonumber(ARGV[2]))
   if not ok then return '9' .. rl end
 end
 local rec = rcall('GET', record)

@@ -11,44 +11,37 @@ local function fmt_ms(n)
   return string.format('%.0f', n)
 end
 
--- rate_window counts one call in the fixed window of counter key, with
--- ulule/limiter's semantics (a window starts at the key's first hit and lasts
--- one period: INCRBY, then PEXPIRE on the first hit) so that the scripts and
--- internal/ratelimit share their counters. window is the period in ms (a
--- string, for PEXPIRE), now a number. Returns the count and the window's end.
-local function rate_window(key, window, now)
-  local n = rcall('INCRBY', key, 1)
-  if n == 1 then
-    rcall('PEXPIRE', key, window)
-    return n, now + tonumber(window)
-  end
-  local ttl = rcall('PTTL', key)
-  if ttl < 0 then -- a counter that lost its TTL must not block forever
-    rcall('PEXPIRE', key, window)
-    ttl = tonumber(window)
-  end
-  return n, now + ttl
-end
-
--- rate_count counts one call against its credential's window (ckey, climit,
--- cwindow) and then, only if that allows it, its tenant's (tkey, ...), so that a
--- credential ignoring Retry-After spends its own budget, not its tenant's.
--- Returns whether the call is allowed, then the binding window's limit,
--- remaining calls and end (unix ms): the refusing one, else the one with fewer
--- calls left. rate_reply prints them for the Go side (decodeReply).
+-- rate_count counts one call against its credential's fixed window (counter
+-- ckey, climit calls per cwindow ms) and then, only if that allows it, against
+-- its tenant's (tkey, ...), so that a credential ignoring Retry-After spends its
+-- own budget, not its tenant's. ulule/limiter's semantics and counters, shared
+-- with internal/ratelimit: INCRBY; a window starts at a counter's first hit,
+-- which sets its PEXPIRE, and lasts one period. Windows are strings (PEXPIRE's
+-- argument), now a number. Returns whether the call is allowed, then the part
+-- of the reply, right after its code digit, that tells Go (decodeReply) the
+-- binding window: ":<limit>,<remaining>,<end ms>;", the refusing window, else
+-- the one with fewer calls left. Only the binding window's PTTL is read.
 local function rate_count(ckey, climit, cwindow, tkey, tlimit, twindow, now)
-  local c, creset = rate_window(ckey, cwindow, now)
-  if c > climit then return false, climit, 0, creset end
-  local t, treset = rate_window(tkey, twindow, now)
-  if t > tlimit then return false, tlimit, 0, treset end
-  if tlimit - t < climit - c then return true, tlimit, tlimit - t, treset end
-  return true, climit, climit - c, creset
-end
-
--- rate_reply is the part of a string reply, right after its code digit, that
--- carries a counted rate limit: ":<limit>,<remaining>,<reset ms>;".
-local function rate_reply(limit, left, reset)
-  return ':' .. fmt_ms(limit) .. ',' .. fmt_ms(left) .. ',' .. fmt_ms(reset) .. ';'
+  local function reply(key, n, window, limit, left)
+    local ends = now + tonumber(window)
+    if n > 1 then
+      local ttl = rcall('PTTL', key)
+      if ttl < 0 then -- a counter that lost its TTL must not block forever
+        rcall('PEXPIRE', key, window)
+      else
+        ends = now + ttl
+      end
+    end
+    return ':' .. fmt_ms(limit) .. ',' .. fmt_ms(left) .. ',' .. fmt_ms(ends) .. ';'
+  end
+  local c = rcall('INCRBY', ckey, 1)
+  if c == 1 then rcall('PEXPIRE', ckey, cwindow) end
+  if c > climit then return false, reply(ckey, c, cwindow, climit, 0) end
+  local t = rcall('INCRBY', tkey, 1)
+  if t == 1 then rcall('PEXPIRE', tkey, twindow) end
+  if t > tlimit then return false, reply(tkey, t, twindow, tlimit, 0) end
+  if tlimit - t < climit - c then return true, reply(tkey, t, twindow, tlimit, tlimit - t) end
+  return true, reply(ckey, c, cwindow, climit, climit - c)
 end
 
 -- per_type looks up type t in a spec ";t1=v1;t2=v2;" and falls back to default.

@@ -10,12 +10,12 @@
 -- Constants (store.New, through luaConstants in scripts.go): EARLY_TOLERANCE (e.g. 0.2), SCHEDULE
 -- (seconds: "1,2,5,10,30"), SCHEDULE_BY_TYPE (";type=1,2,5;" or ""), RL_READ_LIMIT,
 -- RL_READ_WINDOW (ms, a string), RL_TENANT_LIMIT, RL_TENANT_WINDOW.
--- The reply is one string, "<code>,<n>[,<rl_limit>,<rl_remaining>,<rl_reset_ms>]",
+-- The reply is one string, "<code>[:<rl_limit>,<rl_remaining>,<rl_reset_ms>;],<n>",
 -- then for code 0 "|" and the record. A string because Redis turns a Lua table
 -- into a reply much more slowly than a string (a table reply cost about 0.5 µs
 -- of the poll's 5-6 µs of Redis time, and go-redis allocates once per element).
--- The rl_ part is the binding rate limit after counting, absent when nothing
--- was counted. code and n:
+-- The rl_ part (rate_count's) is the binding rate limit after counting, absent
+-- when nothing was counted. code and n:
 --   0 ok: n = retry_after (0 when not paced: terminal), then "|" and the record
 --   1 not found (or past retention) | 2 tenant frozen: n = 0
 --   3 polled too early: n = seconds left (pacing state unchanged)
@@ -28,19 +28,18 @@ if rcall('HGET', meta, 'fz') == '1' then return '2,0' end
 -- The read limits (rate_count): the credential first, then its tenant.
 local rl = ''
 if KEYS[4] then
-  local ok, limit, left, reset = rate_count(KEYS[4], RL_READ_LIMIT, RL_READ_WINDOW, KEYS[5], RL_TENANT_LIMIT,
-    RL_TENANT_WINDOW, tonumber(now))
-  if not ok then return '9,0,' .. fmt_ms(limit) .. ',0,' .. fmt_ms(reset) end
-  rl = ',' .. fmt_ms(limit) .. ',' .. fmt_ms(left) .. ',' .. fmt_ms(reset)
+  local ok
+  ok, rl = rate_count(KEYS[4], RL_READ_LIMIT, RL_READ_WINDOW, KEYS[5], RL_TENANT_LIMIT, RL_TENANT_WINDOW, tonumber(now))
+  if not ok then return '9' .. rl .. ',0' end
 end
 
 local rec = rcall('GET', record)
-if not rec then return '1,0' .. rl end
+if not rec then return '1' .. rl .. ',0' end
 local st, typ, ex = rec_head(rec)
-if gone(ex, now) then return '1,0' .. rl end
+if gone(ex, now) then return '1' .. rl .. ',0' end
 
 if caller == '' or terminal(st) then
-  return '0,0' .. rl .. '|' .. rec
+  return '0' .. rl .. ',0|' .. rec
 end
 
 local state = rcall('HGET', pacing, caller)
@@ -55,7 +54,7 @@ if state then
   if t < at + ra * 1000 * (1 - EARLY_TOLERANCE) then
     local left = math.ceil((at + ra * 1000 - t) / 1000)
     if left < 1 then left = 1 end
-    return '3,' .. fmt_ms(left) .. rl
+    return '3' .. rl .. ',' .. fmt_ms(left)
   end
 end
 
@@ -70,4 +69,4 @@ for _ = 1, n do
 end
 if n == 1 then n = '1' end -- a caller's first poll: no number to print (Lua prints numbers through sprintf)
 rcall('HSET', pacing, caller, n .. ',' .. now .. ',' .. ra)
-return '0,' .. ra .. rl .. '|' .. rec
+return '0' .. rl .. ',' .. ra .. '|' .. rec

@@ -50,7 +50,7 @@
 --   "6" .. record  already terminal (record untouched)
 --   "7" sweeper guard failed: nothing to do
 --   "9" rate limited: nothing written but the counters
--- When counted, the code is followed by rate_reply's ":<limit>,<remaining>,<reset>;"
+-- When counted, the code is followed by rate_count's ":<limit>,<remaining>,<reset>;"
 -- (before the record).
 local record, deadlines, buckets, pacing, meta, hooks, outbox, idem =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[10]
@@ -60,9 +60,8 @@ local to, now, by, payload, guard, id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV
 local rl = ''
 if KEYS[11] then
   idem = KEYS[12]
-  local ok, limit, left, reset = rate_count(KEYS[10], RL_WRITE_LIMIT, RL_WRITE_WINDOW, KEYS[11], RL_TENANT_LIMIT,
-    RL_TENANT_WINDOW, tonumber(now))
-  rl = rate_reply(limit, left, reset)
+  local ok
+  ok, rl = rate_count(KEYS[10], RL_WRITE_LIMIT, RL_WRITE_WINDOW, KEYS[11], RL_TENANT_LIMIT, RL_TENANT_WINDOW, tonumber(now))
   if not ok then return '9' .. rl end
 end
 
