@@ -25,9 +25,11 @@ type scripts struct {
 	names map[*redis.Script]string
 }
 
-// readScript is one embedded script with consts (Lua definitions of the
-// configuration, from luaConstants) and the parts of lib.lua it uses prepended.
-func readScript(name, consts string) (*redis.Script, error) {
+// readScript is one embedded script with the constants of cs it uses (Lua
+// definitions of the configuration, written by luaConstants) and the parts of
+// lib.lua it uses prepended. Redis runs a script's whole text on every call,
+// so a constant it does not use costs an assignment per call for nothing.
+func readScript(name string, cs []luaConst) (*redis.Script, error) {
 	lib, err := fs.ReadFile(lua.FS, "lib.lua")
 	if err != nil {
 		return nil, fmt.Errorf("read lib.lua: %w", err)
@@ -36,7 +38,18 @@ func readScript(name, consts string) (*redis.Script, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
-	return redis.NewScript(consts + libFor(string(lib), string(b)) + "\n" + string(b)), nil
+	code := libFor(string(lib), string(b)) + "\n" + string(b)
+	used := map[string]bool{}
+	for _, n := range luaName.FindAllString(luaComment.ReplaceAllString(code, ""), -1) {
+		used[n] = true
+	}
+	var mine []luaConst
+	for _, c := range cs {
+		if used[c.name] {
+			mine = append(mine, c)
+		}
+	}
+	return redis.NewScript(luaConstants(mine) + code), nil
 }
 
 // luaConst is one configuration value a script reads as a constant.
@@ -139,7 +152,7 @@ func libFor(lib, body string) string {
 	return strings.Join(out, "\n\n")
 }
 
-func loadScripts(consts string) (scripts, error) {
+func loadScripts(consts []luaConst) (scripts, error) {
 	var err error
 	s := scripts{names: map[*redis.Script]string{}}
 	for _, x := range []struct {

@@ -152,7 +152,7 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 		seenTypes: map[string][]string{}}
 	millis := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 	var err error
-	if s.sc, err = loadScripts(luaConstants(append([]luaConst{
+	if s.sc, err = loadScripts(append([]luaConst{
 		{"EARLY_TOLERANCE", o.EarlyTolerance},
 		{"SCHEDULE", joinInts(o.Schedule)},
 		{"SCHEDULE_BY_TYPE", encodeByType(o.ScheduleByType, joinInts)},
@@ -167,7 +167,7 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 		{"OUTBOX_BOUND", strconv.Itoa(outboxCap)},
 		{"AUDIT_BOUND", int64(max(o.AuditBacklog, 0))},
 		{"PUBLISH", publishCommand(rdb)},
-	}, rateConstants(o.RateLimits)...))); err != nil {
+	}, rateConstants(o.RateLimits)...)); err != nil {
 		return nil, err
 	}
 	if c, ok := rdb.(autoPipeliner); ok && o.AutoPipeline {
