@@ -101,9 +101,15 @@ func TestEarlyPollWithRateLimitsCarriesHeaders(t *testing.T) {
 // counts the other scopes.
 func envWithPollRate(t *testing.T, credLimit int64) (*env, *fakeLimiter) {
 	t.Helper()
+	return envWithRates(t, &ratelimit.Rates{Read: ratelimit.Rate{Limit: credLimit, Period: time.Minute}, Tenant: ratelimit.Rate{Limit: 100, Period: time.Minute}})
+}
+
+// envWithRates is an env whose scripts count rates; the middleware's limiter
+// (returned, 100 calls) counts the scopes they do not.
+func envWithRates(t *testing.T, rates *ratelimit.Rates) (*env, *fakeLimiter) {
+	t.Helper()
 	e := newEnv(t, nil)
-	st, err := store.New(e.rdb, store.Options{Now: e.clock.Now, EarlyTolerance: 0.2,
-		RateLimits: &ratelimit.Rates{Read: ratelimit.Rate{Limit: credLimit, Period: time.Minute}, Tenant: ratelimit.Rate{Limit: 100, Period: time.Minute}}})
+	st, err := store.New(e.rdb, store.Options{Now: e.clock.Now, EarlyTolerance: 0.2, RateLimits: rates})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,17 +125,8 @@ func envWithPollRate(t *testing.T, credLimit int64) (*env, *fakeLimiter) {
 // counted or refused, carry RateLimit-* from the store, and never reach the
 // middleware's limiter; a refused call changes nothing.
 func TestOneRoundTripPerWriteWithRateLimits(t *testing.T) {
-	e := newEnv(t, nil)
 	minute := func(n int64) ratelimit.Rate { return ratelimit.Rate{Limit: n, Period: time.Minute} }
-	st, err := store.New(e.rdb, store.Options{Now: e.clock.Now, EarlyTolerance: 0.2,
-		RateLimits: &ratelimit.Rates{Read: minute(100), Write: minute(4), Admin: minute(2), Tenant: minute(100)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim := &fakeLimiter{left: 100}
-	e.st = st
-	e.srv = httpapi.New(st, auth.New(st, []byte("0123456789abcdef0123456789abcdef"), time.Minute, e.clock.Now), lim,
-		httpapi.Options{}, nil)
+	e, lim := envWithRates(t, &ratelimit.Rates{Read: minute(100), Write: minute(4), Admin: minute(2), Tenant: minute(100)})
 	first, _ := e.mustCreate("acme-rw") // warms the key cache and the tenant registry
 	// warm the scripts (a first call may need EVAL) and the admin key: each counted
 	e.call("POST", "/v1/requests/"+first+"/processing", "", e.as("acme-rw")...)
