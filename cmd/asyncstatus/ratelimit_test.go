@@ -188,7 +188,7 @@ func TestWriteLimitHoldsUnderLoad(t *testing.T) {
 			}
 		}
 	}
-	metrics := scrapeText(t, base)
+	_, _, metrics := get(t, base+"/metrics")
 	for _, line := range []string{"asyncstatus_ratelimit_failed_open_total 0", "asyncstatus_ratelimit_errors_total 0",
 		`asyncstatus_http_throttled_total{reason="rate_limited"} 700`} {
 		if !strings.Contains(metrics, line+"\n") {
@@ -233,7 +233,7 @@ func TestRedisDownRefusesWrites(t *testing.T) {
 			t.Errorf("%s %s with Redis down: %d %v (Retry-After %q), want 503 BACKEND_UNAVAILABLE", c.method, c.path, code, pr, h.Get("Retry-After"))
 		}
 	}
-	metrics := scrapeText(t, base)
+	_, _, metrics := get(t, base+"/metrics")
 	for _, name := range []string{"asyncstatus_ratelimit_errors_total", "asyncstatus_ratelimit_failed_open_total"} {
 		v := metricValue(metrics, name)
 		t.Logf("%s %v", name, v)
@@ -241,17 +241,6 @@ func TestRedisDownRefusesWrites(t *testing.T) {
 			t.Errorf("%s = %v, want at least 1", name, v)
 		}
 	}
-}
-
-func scrapeText(t *testing.T, base string) string {
-	t.Helper()
-	res, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return string(b)
 }
 
 // metricValue is the value of an unlabelled series in a scrape, -1 if absent.
