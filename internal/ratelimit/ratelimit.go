@@ -1,5 +1,8 @@
-// Package ratelimit applies the per-credential and per-tenant rate limits of
-// API v1 §5 with ulule/limiter on its Redis store.
+// Package ratelimit owns the rate policy of API v1 §5: the parsed rates
+// (Rates, which the store's scripts count for the calls they serve), the
+// spelling of the counters (CounterKeys), and a Limiter on ulule/limiter's
+// Redis store for the calls no script counts (events, listings, webhook
+// management; docs/pacing.md).
 //
 // Every Allow counts one request against two fixed windows (ulule's model: a
 // window starts at a key's first hit and lasts one period):
@@ -113,8 +116,9 @@ type Config struct {
 	Write   string
 	Admin   string
 	Tenant  string
-	// Timeout bounds the store work of one Allow (both windows together); a
-	// slower call fails open. Required (> 0) when Enabled.
+	// Timeout bounds the store work of one Allow or Count (both windows
+	// together); a slower Allow fails open, a slower Count answers an error.
+	// Required (> 0) when Enabled.
 	Timeout time.Duration
 	// Prefix is the Redis key prefix (redis.key_prefix), e.g. "as". Empty means
 	// "as". It must not contain '{' or '}' (the tenant hash tag must be the
