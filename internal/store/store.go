@@ -502,11 +502,19 @@ func validID(id string) bool {
 
 // Events lists a request's status changes, oldest first.
 func (s *Store) Events(ctx context.Context, tenant, id string) ([]domain.Event, error) {
-	res, err := s.read(ctx, domain.PollParams{Tenant: tenant, ID: id}, true)
+	res, err := s.ReadEvents(ctx, domain.PollParams{Tenant: tenant, ID: id})
 	if err != nil {
 		return nil, err
 	}
 	return res.Request.Events, nil
+}
+
+// ReadEvents reads a request with its events for a caller of the API, never
+// paced (p.Caller is ignored); p.Credential, when set, is counted against the
+// read limits in the same script, and the result's Rate says what was counted.
+func (s *Store) ReadEvents(ctx context.Context, p domain.PollParams) (domain.PollResult, error) {
+	p.Caller = ""
+	return s.read(ctx, p, true)
 }
 
 // MarkProcessing moves a queued request to processing, or records a heartbeat and
