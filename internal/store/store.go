@@ -141,6 +141,10 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 	if o.WaitReplicas > 0 && o.WaitTimeout <= 0 {
 		o.WaitTimeout = 500 * time.Millisecond
 	}
+	if o.RateLimits != nil { // the scripts' constants are made of them now: keep them
+		r := *o.RateLimits
+		o.RateLimits = &r
+	}
 	queued := make(map[string]time.Duration, len(o.QueuedTimeoutByType))
 	for t, d := range o.QueuedTimeoutByType {
 		if d > 0 { // an override of 0 means the default, as it always did
