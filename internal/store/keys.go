@@ -1,6 +1,9 @@
 package store
 
-import "github.com/asyncstatus/asyncstatus/internal/domain"
+import (
+	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
+)
 
 // keys builds every Redis key asyncstatus uses; nothing else spells a key, and
 // scripts receive all of theirs in KEYS. Every key of a tenant carries the hash tag
@@ -79,14 +82,16 @@ func (k keys) idempotency(tenant, digest string) string {
 // tenantKeys: set of the API key ids of a tenant.
 func (k keys) tenantKeys(tenant string) string { return k.prefix + ":{" + tenant + "}:keys" }
 
-// rateCredential and rateTenant: rate-limit counters (string, TTL = the window),
-// shared by internal/ratelimit (ulule/limiter, which names them
-// "<prefix>:" + "{T}:rl:<scope>:<credential>") and the poll script.
-func (k keys) rateCredential(tenant, scope, credential string) string {
-	return k.prefix + ":{" + tenant + "}:rl:" + scope + ":" + credential
+// rateCounters: the rate-limit counters (string, TTL = the window) that a call
+// of credential about request id, for a route needing scope, is counted on
+// (ratelimit.CounterKeys spells them, for internal/ratelimit's limiter too).
+// They carry the record's tag, so that the script serving the call counts it
+// in its own slot; with a tenant's records spread over several tags, each tag
+// has its own counters (docs/pacing.md says how exact the limits then are).
+func (k keys) rateCounters(tenant, id, scope, credential string) (cred, tenantWide string) {
+	c, t := ratelimit.CounterKeys(recordTag(tenant, id), scope, credential)
+	return k.prefix + ":" + c, k.prefix + ":" + t
 }
-
-func (k keys) rateTenant(tenant string) string { return k.prefix + ":{" + tenant + "}:rl:tenant" }
 
 // apiKey: hash describing one API key (t tenant, s scopes, d SHA-256 digest of the
 // secret, n name, c created ms). Not under a tenant tag: it is looked up before the

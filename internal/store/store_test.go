@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
 	"github.com/asyncstatus/asyncstatus/internal/store"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
@@ -552,8 +553,6 @@ func TestRetentionForever(t *testing.T) {
 	})
 }
 
-// TestPollRateLimit: the poll script counts the read limits on the limiter's own
-// counters, credential first, the tenant only while the credential is allowed.
 // TestPacingFollowsConfig: a type's own schedule and the early tolerance come
 // from the configuration (spec §5), which reaches poll.lua as constants.
 func TestPacingFollowsConfig(t *testing.T) {
@@ -584,10 +583,13 @@ func TestPacingFollowsConfig(t *testing.T) {
 	})
 }
 
+// TestPollRateLimit: the poll script counts the read limits on the limiter's own
+// counters, credential first, the tenant only while the credential is allowed.
 func TestPollRateLimit(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		f := newFixture(t, b, func(o *store.Options) {
-			o.PollRate = &store.PollRate{CredentialLimit: 3, CredentialWindow: time.Minute, TenantLimit: 5, TenantWindow: time.Minute}
+			o.RateLimits = &ratelimit.Rates{Read: ratelimit.Rate{Limit: 3, Period: time.Minute},
+				Tenant: ratelimit.Rate{Limit: 5, Period: time.Minute}}
 		})
 		r := f.mustCreate(t, "acme", "x")
 		poll := func(cred string) (domain.PollResult, error) {
