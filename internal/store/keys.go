@@ -11,13 +11,11 @@ type keys struct{ prefix string }
 // record: string, one per request: its fields in one compact string (layout in
 // scripts/lua/lib.lua and record.go), events included. TTL: retention, from the
 // terminal transition on.
-func (k keys) record(tenant, id string) string {
-	return k.prefix + ":" + recordTag(tenant, id) + ":r:" + id
-}
+func (k keys) record(tag, id string) string { return k.prefix + ":" + tag + ":r:" + id }
 
 // recordPrefix is record without the id: scripts that find records through index
 // entries (list.lua, sweep.lua) name them from it.
-func (k keys) recordPrefix(tenant string) string { return k.prefix + ":{" + tenant + "}:r:" }
+func (k keys) recordPrefix(tag string) string { return k.prefix + ":" + tag + ":r:" }
 
 // changes: the pub/sub channel on which the scripts that change or remove the
 // record of (tenant, id) announce "<id>,<version>" (hub.go). It must carry the
@@ -25,37 +23,32 @@ func (k keys) recordPrefix(tenant string) string { return k.prefix + ":{" + tena
 // Cluster: build both from recordTag, and when the record's tag changes (a
 // tenant's keys sharded over several tags) this channel follows. One channel
 // per tag, not per id: docs/design.md, Waiting, says why.
-func (k keys) changes(tenant, id string) string {
-	return k.prefix + ":" + recordTag(tenant, id) + ":w"
-}
-
-// recordTag is the hash tag of record(tenant, id).
-func recordTag(tenant, _ string) string { return "{" + tenant + "}" }
+func (k keys) changes(tag string) string { return k.prefix + ":" + tag + ":w" }
 
 // pacing: hash <caller> -> "n,at,ra", the poll pacing state of a non-terminal
 // request (poll.lua). The terminal transition and delete remove it.
-func (k keys) pacing(tenant, id string) string { return k.prefix + ":{" + tenant + "}:pc:" + id }
+func (k keys) pacing(tag, id string) string { return k.prefix + ":" + tag + ":pc:" + id }
 
 // meta: hash of tenant flags, read by create.lua with one HMGET: fz = "1" while
 // frozen, wh = "1" while the tenant has webhook endpoints, and t:<type> = "1" for
 // every type the tenant has created (listings without a type filter merge the
 // indexes of each; they never go, and stay few). No TTL.
-func (k keys) meta(tenant string) string { return k.prefix + ":{" + tenant + "}:m" }
+func (k keys) meta(tag string) string { return k.prefix + ":" + tag + ":m" }
 
 // index: zset of the tenant's request ids in one status and of one type, score
 // created_at ms. A request is in exactly one index (its status, its type), so a
 // terminal request costs one index entry, and a listing by status, by type, or
 // by both reads exactly the sets it needs (list.lua). Scripts that learn the
 // type from the record name the set from indexPrefix.
-func (k keys) index(tenant string, s domain.Status, typ string) string {
-	return k.indexPrefix(tenant) + statusCode[s] + ":" + typ
+func (k keys) index(tag string, s domain.Status, typ string) string {
+	return k.indexPrefix(tag) + statusCode[s] + ":" + typ
 }
 
-func (k keys) indexPrefix(tenant string) string { return k.prefix + ":{" + tenant + "}:ix:" }
+func (k keys) indexPrefix(tag string) string { return k.prefix + ":" + tag + ":ix:" }
 
 // deadlines: zset of non-terminal request ids, score = when the sweeper must time
 // them out (queued or processing timeout), unix ms.
-func (k keys) deadlines(tenant string) string { return k.prefix + ":{" + tenant + "}:dl" }
+func (k keys) deadlines(tag string) string { return k.prefix + ":" + tag + ":dl" }
 
 // retentionBuckets: zset of the ends (unix ms, member = score) of the tenant's
 // retention buckets. A bucket, "<retentionBucketPrefix><end>", is a list of
@@ -63,18 +56,14 @@ func (k keys) deadlines(tenant string) string { return k.prefix + ":{" + tenant 
 // [end - width, end); the sweeper empties it once end has passed (sweep.lua).
 // Lists of short entries are compact (listpack), where a zset entry per record
 // would cost ~150 B: see docs/performance.md.
-func (k keys) retentionBuckets(tenant string) string { return k.prefix + ":{" + tenant + "}:rbi" }
+func (k keys) retentionBuckets(tag string) string { return k.prefix + ":" + tag + ":rbi" }
 
-func (k keys) retentionBucketPrefix(tenant string) string {
-	return k.prefix + ":{" + tenant + "}:rb:"
-}
+func (k keys) retentionBucketPrefix(tag string) string { return k.prefix + ":" + tag + ":rb:" }
 
 // idempotency: string "<fingerprint>[|<id>]", TTL idempotency.ttl. digest is the
 // hex SHA-256 of operation, request id and the client's key, so any key length
 // makes a short Redis key.
-func (k keys) idempotency(tenant, digest string) string {
-	return k.prefix + ":{" + tenant + "}:ik:" + digest
-}
+func (k keys) idempotency(tag, digest string) string { return k.prefix + ":" + tag + ":ik:" + digest }
 
 // tenantKeys: set of the API key ids of a tenant.
 func (k keys) tenantKeys(tenant string) string { return k.prefix + ":{" + tenant + "}:keys" }
@@ -82,11 +71,11 @@ func (k keys) tenantKeys(tenant string) string { return k.prefix + ":{" + tenant
 // rateCredential and rateTenant: rate-limit counters (string, TTL = the window),
 // shared by internal/ratelimit (ulule/limiter, which names them
 // "<prefix>:" + "{T}:rl:<scope>:<credential>") and the poll script.
-func (k keys) rateCredential(tenant, scope, credential string) string {
-	return k.prefix + ":{" + tenant + "}:rl:" + scope + ":" + credential
+func (k keys) rateCredential(tag, scope, credential string) string {
+	return k.prefix + ":" + tag + ":rl:" + scope + ":" + credential
 }
 
-func (k keys) rateTenant(tenant string) string { return k.prefix + ":{" + tenant + "}:rl:tenant" }
+func (k keys) rateTenant(tag string) string { return k.prefix + ":" + tag + ":rl:tenant" }
 
 // apiKey: hash describing one API key (t tenant, s scopes, d SHA-256 digest of the
 // secret, n name, c created ms). Not under a tenant tag: it is looked up before the
@@ -115,10 +104,7 @@ func (k keys) tenants() string { return k.prefix + ":tenants" }
 // them. It is built from the tag of the tenant's records, so that it stays in
 // the slot of the records whose changes it holds: when a tenant's records are
 // spread over several tags, each tag gets its own audit stream (auditOfTag).
-func (k keys) audit(tenant string) string { return k.auditOfTag("{" + tenant + "}") }
-
-// auditOfTag is the audit stream of the records under hash tag tag ("{T}").
-func (k keys) auditOfTag(tag string) string { return k.prefix + ":" + tag + ":au" }
+func (k keys) audit(tag string) string { return k.prefix + ":" + tag + ":au" }
 
 // Webhooks (spec §10, store/webhooks.go).
 
@@ -131,17 +117,17 @@ func (k keys) webhook(tenant, id string) string {
 // webhookFilter: hash endpoint id -> event letters ("q" created, "p" processing,
 // "sfce" terminal). create.lua and transition.lua read it to know which
 // endpoints get a message; empty for most tenants. No TTL.
-func (k keys) webhookFilter(tenant string) string { return k.prefix + ":{" + tenant + "}:whm" }
+func (k keys) webhookFilter(tag string) string { return k.prefix + ":" + tag + ":whm" }
 
 // outbox: stream of webhook messages, one entry per (message, endpoint), written
 // by the same script as the transition; consumer group "dispatch". Entries are
 // deleted once delivered or finally failed; XADD MAXLEN ~ bounds it as a guard.
-func (k keys) outbox(tenant string) string { return k.prefix + ":{" + tenant + "}:ob" }
+func (k keys) outbox(tag string) string { return k.prefix + ":" + tag + ":ob" }
 
 // webhookRetries: zset of "<outbox entry id>|<attempts made>" waiting for their
 // next attempt, score = when it is due (unix ms); while a replica sends it, the
 // score is its lease (now + timeout + slack).
-func (k keys) webhookRetries(tenant string) string { return k.prefix + ":{" + tenant + "}:wr" }
+func (k keys) webhookRetries(tag string) string { return k.prefix + ":" + tag + ":wr" }
 
 // webhookLog: list of an endpoint's delivery attempts as JSON, newest first,
 // capped with LTRIM.

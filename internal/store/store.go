@@ -76,6 +76,11 @@ type Options struct {
 	// them; past it, entries are counted as dropped instead. default: 0, no
 	// audit entries (audit.sink none).
 	AuditBacklog int
+	// TenantShards is S, how many hash tags (shards) each tenant's request keys
+	// are spread over (redis.tenant_shards, shard.go), 1..MaxTenantShards. It may
+	// be raised later (older requests stay where they are, and are found), never
+	// lowered: listings and the sweeper cover shards 0..S-1 only. default: 1.
+	TenantShards int
 }
 
 // ScriptObserver learns how each Lua script call went. name is the script's file
@@ -93,6 +98,7 @@ type Store struct {
 	// ap, when set, carries the script calls of run() (Options.AutoPipeline).
 	ap   *redis.AutoPipeliner
 	k    keys
+	tags *shardTags
 	opts Options
 	sc   scripts
 
@@ -132,6 +138,12 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 	if o.RetentionBucket < time.Millisecond {
 		o.RetentionBucket = 10 * time.Second
 	}
+	if o.TenantShards <= 0 {
+		o.TenantShards = 1
+	}
+	if o.TenantShards > MaxTenantShards {
+		return nil, fmt.Errorf("store: %d tenant shards, at most %d", o.TenantShards, MaxTenantShards)
+	}
 	if o.WaitReplicas > 0 && o.WaitTimeout <= 0 {
 		o.WaitTimeout = 500 * time.Millisecond
 	}
@@ -142,7 +154,7 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 		}
 	}
 	o.QueuedTimeoutByType = queued
-	s := &Store{rdb: rdb, k: keys{prefix: o.Prefix}, opts: o, knownTenant: map[string]bool{},
+	s := &Store{rdb: rdb, k: keys{prefix: o.Prefix}, tags: &shardTags{}, opts: o, knownTenant: map[string]bool{},
 		seenTypes: map[string][]string{}}
 	millis := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 	var err error
@@ -250,9 +262,15 @@ func backend(op string, err error) error {
 		RetryAfterSeconds: 1, Err: fmt.Errorf("%s: %w", op, err)}
 }
 
-func (s *Store) idemKey(tenant, op, id string, key domain.IdempotencyKey) string {
+// idemDigest is the hash naming an Idempotency-Key's entry (keys.idempotency);
+// a create's also chooses the request's shard (newShard).
+func idemDigest(op, id string, key domain.IdempotencyKey) []byte {
 	h := sha256.Sum256([]byte(op + "\n" + id + "\n" + string(key)))
-	return s.k.idempotency(tenant, hex.EncodeToString(h[:16]))
+	return h[:16]
+}
+
+func (s *Store) idemKey(tag, op, id string, key domain.IdempotencyKey) string {
+	return s.k.idempotency(tag, hex.EncodeToString(idemDigest(op, id, key)))
 }
 
 // fingerprint digests what a call asks for, to tell a replay from a reuse of the key.
@@ -274,18 +292,25 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 		fp = fingerprint("create", in.Type, string(in.Context), strconv.Itoa(in.EstimatedDurationSeconds))
 	}
 	stale := ""
+	var digest []byte
+	if p.IdemKey != "" {
+		digest = idemDigest("create", "", p.IdemKey)
+	}
+	shard := s.newShard(digest)
+	tag := s.tag(p.Tenant, shard)
 	for attempt := 0; attempt < 2; attempt++ {
 		u, err := uuid.NewV7()
 		if err != nil {
 			return nil, false, fmt.Errorf("create request: new id: %w", err)
 		}
+		markID(&u, shard)
 		id := u.String()
 		// created_at is the id's own timestamp, so that id order is creation order.
 		created := uuidTime(u)
-		keys := []string{s.k.record(p.Tenant, id), s.k.meta(p.Tenant), s.k.index(p.Tenant, domain.StatusQueued, in.Type),
-			s.k.webhookFilter(p.Tenant), s.k.outbox(p.Tenant), s.k.audit(p.Tenant)}
+		keys := []string{s.k.record(tag, id), s.k.meta(tag), s.k.index(tag, domain.StatusQueued, in.Type),
+			s.k.webhookFilter(tag), s.k.outbox(tag), s.k.audit(tag)}
 		if p.IdemKey != "" {
-			keys = append(keys, s.idemKey(p.Tenant, "create", "", p.IdemKey))
+			keys = append(keys, s.k.idempotency(tag, hex.EncodeToString(digest)))
 		}
 		r, err := s.run(ctx, s.sc.create, keys, id, ms(created), newRecord(in.Type, p.CreatedBy, in.Context),
 			fp, stale, in.Type, p.CreatedBy)
@@ -367,16 +392,38 @@ func (s *Store) Poll(ctx context.Context, p domain.PollParams) (domain.PollResul
 // parsePollReply reads: the retry_after or seconds left, the rate limit when one
 // was counted, and for code 0 the record.
 // withEvents asks for the record's events to be decoded too.
+//
+// The id names the request's shard (shardOf). A miss there, when that is not
+// shard 0, is asked again of shard 0, where an older id that names a shard
+// only by chance lives (shard.go): one round trip unless the request is
+// unknown or such an id.
 func (s *Store) read(ctx context.Context, p domain.PollParams, withEvents bool) (domain.PollResult, error) {
 	var res domain.PollResult
 	if !validID(p.ID) {
 		return res, domain.ErrNotFound()
 	}
-	keys := []string{s.k.record(p.Tenant, p.ID), s.k.meta(p.Tenant), s.k.pacing(p.Tenant, p.ID)}
+	shard := shardOf(p.ID)
+	res, err := s.readAt(ctx, s.tag(p.Tenant, shard), p, withEvents, true)
+	if shard != 0 && domain.ErrorCode(err) == domain.NotFound {
+		rate := res.Rate // counted once, by the first call
+		res, err = s.readAt(ctx, s.tag(p.Tenant, 0), p, withEvents, false)
+		if res.Rate == nil {
+			res.Rate = rate
+		}
+	}
+	return res, err
+}
+
+// readAt is read in the shard of hash tag tag; count asks it to count the
+// read rate limits (Options.PollRate), on that shard's counters.
+func (s *Store) readAt(ctx context.Context, tag string, p domain.PollParams, withEvents, count bool) (domain.PollResult, error) {
+	var res domain.PollResult
+	keys := []string{s.k.record(tag, p.ID), s.k.meta(tag), s.k.pacing(tag, p.ID)}
 	args := []any{ms(s.now()), p.Caller}
-	if r := s.opts.PollRate; r != nil && p.Credential != "" {
-		keys = append(keys, s.k.rateCredential(p.Tenant, "read", p.Credential), s.k.rateTenant(p.Tenant))
-		args = append(args, r.CredentialLimit, r.CredentialWindow.Milliseconds(), r.TenantLimit, r.TenantWindow.Milliseconds())
+	if r := s.opts.PollRate; r != nil && p.Credential != "" && count {
+		keys = append(keys, s.k.rateCredential(tag, "read", p.Credential), s.k.rateTenant(tag))
+		args = append(args, s.shardLimit(r.CredentialLimit), r.CredentialWindow.Milliseconds(),
+			s.shardLimit(r.TenantLimit), r.TenantWindow.Milliseconds())
 	}
 	r, err := s.run(ctx, s.sc.poll, keys, args...)
 	if err != nil {
@@ -547,21 +594,48 @@ func (s *Store) timeout(ctx context.Context, tenant, id string, to domain.Status
 	return false, false, err
 }
 
+// transition runs transition.lua in the shard the id names, and after a miss
+// there in shard 0 (see read).
 func (s *Store) transition(ctx context.Context, p domain.TransitionParams, op string, to domain.Status, payload, resultType, guard string) (*domain.Request, error) {
 	if !validID(p.ID) {
 		return nil, domain.ErrNotFound()
 	}
+	shard := shardOf(p.ID)
+	named := s.tag(p.Tenant, shard)
+	req, err := s.transitionAt(ctx, named, p, op, to, payload, resultType, guard)
+	if shard == 0 || domain.ErrorCode(err) != domain.NotFound {
+		return req, err
+	}
+	req, err = s.transitionAt(ctx, s.tag(p.Tenant, 0), p, op, to, payload, resultType, guard)
+	if err == nil {
+		s.announceAt(ctx, named, p.ID, req.Version)
+	}
+	return req, err
+}
+
+// announceAt tells the waiters of id, who listen on the change channel of the
+// tag its id names, of a change a script made (and announced) in shard 0: the
+// rare older id that names a shard only by chance. Best effort, as the
+// script's own announcement is.
+func (s *Store) announceAt(ctx context.Context, tag, id string, version int64) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+	defer cancel()
+	_ = s.rdb.Do(ctx, publishCommand(s.rdb), s.k.changes(tag), id+","+strconv.FormatInt(version, 10)).Err()
+}
+
+// transitionAt is transition in the shard of hash tag tag.
+func (s *Store) transitionAt(ctx context.Context, tag string, p domain.TransitionParams, op string, to domain.Status, payload, resultType, guard string) (*domain.Request, error) {
 	ca, _ := idMillis(p.ID)
-	keys := []string{s.k.record(p.Tenant, p.ID), s.k.deadlines(p.Tenant), s.k.retentionBuckets(p.Tenant),
-		s.k.pacing(p.Tenant, p.ID), s.k.meta(p.Tenant), s.k.webhookFilter(p.Tenant), s.k.outbox(p.Tenant), s.k.audit(p.Tenant),
-		s.k.changes(p.Tenant, p.ID)}
+	keys := []string{s.k.record(tag, p.ID), s.k.deadlines(tag), s.k.retentionBuckets(tag),
+		s.k.pacing(tag, p.ID), s.k.meta(tag), s.k.webhookFilter(tag), s.k.outbox(tag), s.k.audit(tag),
+		s.k.changes(tag)}
 	fp := ""
 	if p.IdemKey != "" {
-		keys = append(keys, s.idemKey(p.Tenant, op, p.ID, p.IdemKey))
+		keys = append(keys, s.idemKey(tag, op, p.ID, p.IdemKey))
 		fp = fingerprint(op, payload, resultType)
 	}
 	r, err := s.run(ctx, s.sc.transition, keys, statusCode[to], ms(s.now()), p.By, payload, resultType, guard,
-		fp, p.ID, ca, s.k.retentionBucketPrefix(p.Tenant), s.k.indexPrefix(p.Tenant))
+		fp, p.ID, ca, s.k.retentionBucketPrefix(tag), s.k.indexPrefix(tag))
 	if err != nil {
 		return nil, backend(op+" request "+p.ID, err)
 	}
@@ -587,8 +661,22 @@ func (s *Store) DeleteBy(ctx context.Context, tenant, id, by string) error {
 	if !validID(id) {
 		return domain.ErrNotFound()
 	}
-	keys := []string{s.k.record(tenant, id), s.k.deadlines(tenant), s.k.pacing(tenant, id), s.k.audit(tenant), s.k.meta(tenant), s.k.changes(tenant, id)}
-	r, err := s.run(ctx, s.sc.remove, keys, id, ms(s.now()), s.k.indexPrefix(tenant), by)
+	shard := shardOf(id)
+	named := s.tag(tenant, shard)
+	err := s.deleteAt(ctx, named, tenant, id, by)
+	if shard == 0 || domain.ErrorCode(err) != domain.NotFound {
+		return err
+	}
+	if err = s.deleteAt(ctx, s.tag(tenant, 0), tenant, id, by); err == nil {
+		s.announceAt(ctx, named, id, 0) // the hub reads the record again: gone
+	}
+	return err
+}
+
+// deleteAt is DeleteBy in the shard of hash tag tag.
+func (s *Store) deleteAt(ctx context.Context, tag, tenant, id, by string) error {
+	keys := []string{s.k.record(tag, id), s.k.deadlines(tag), s.k.pacing(tag, id), s.k.audit(tag), s.k.meta(tag), s.k.changes(tag)}
+	r, err := s.run(ctx, s.sc.remove, keys, id, ms(s.now()), s.k.indexPrefix(tag), by)
 	if err != nil {
 		return backend("delete request "+id, err)
 	}
@@ -599,16 +687,24 @@ func (s *Store) DeleteBy(ctx context.Context, tenant, id, by string) error {
 	return s.scriptError("delete request", id, r.code, r.rest)
 }
 
-// SetFrozen freezes or unfreezes a tenant (spec §2).
+// SetFrozen freezes or unfreezes a tenant (spec §2). Every script reads the
+// flag from its own shard's meta hash (no script touches two slots), so it is
+// written to each of the tenant's S shards, in one pipeline; when SetFrozen
+// returns nil every shard has it, so every later read is refused. On an error
+// some shards may have it and others not: the caller retries.
 func (s *Store) SetFrozen(ctx context.Context, tenant string, frozen bool) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
-	var err error
-	if frozen {
-		err = s.rdb.HSet(ctx, s.k.meta(tenant), "fz", "1").Err()
-	} else {
-		err = s.rdb.HDel(ctx, s.k.meta(tenant), "fz").Err()
-	}
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, tag := range s.tenantTags(tenant) {
+			if frozen {
+				p.HSet(ctx, s.k.meta(tag), "fz", "1")
+			} else {
+				p.HDel(ctx, s.k.meta(tag), "fz")
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return backend("freeze tenant "+tenant, err)
 	}
@@ -619,7 +715,7 @@ func (s *Store) SetFrozen(ctx context.Context, tenant string, frozen bool) error
 func (s *Store) Frozen(ctx context.Context, tenant string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
-	v, err := s.rdb.HGet(ctx, s.k.meta(tenant), "fz").Result()
+	v, err := s.rdb.HGet(ctx, s.k.meta(s.tag(tenant, 0)), "fz").Result()
 	if errors.Is(err, redis.Nil) {
 		return false, nil
 	}

@@ -148,7 +148,7 @@ func (s *Store) SaveWebhook(ctx context.Context, tenant string, w domain.Webhook
 		return backend("register webhook", err)
 	}
 	r, err := s.runWebhook(ctx, "webhook_register", func(w webhookScripts) *redis.Script { return w.register },
-		[]string{s.k.webhook(tenant, w.ID), s.k.webhookFilter(tenant), s.k.meta(tenant)},
+		[]string{s.k.webhook(tenant, w.ID), s.k.webhookFilter(tagOf(tenant)), s.k.meta(tagOf(tenant))},
 		w.ID, eventLetters(w.Events), max,
 		"u", w.URL, "ev", eventLetters(w.Events), "d", w.Description, "ca", ms(w.CreatedAt.Time), "k", w.SealedSecret)
 	if err != nil {
@@ -223,7 +223,7 @@ func errWebhookNotFound() error {
 func (s *Store) Webhooks(ctx context.Context, tenant string) ([]domain.Webhook, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
-	ids, err := s.rdb.HKeys(ctx, s.k.webhookFilter(tenant)).Result()
+	ids, err := s.rdb.HKeys(ctx, s.k.webhookFilter(tagOf(tenant))).Result()
 	if err != nil {
 		return nil, backend("list webhooks", err)
 	}
@@ -263,7 +263,7 @@ func sortWebhooks(ws []domain.Webhook) {
 // the outbox are dropped when a dispatcher meets them.
 func (s *Store) DeleteWebhook(ctx context.Context, tenant, id string) error {
 	r, err := s.runWebhook(ctx, "webhook_delete", func(w webhookScripts) *redis.Script { return w.remove },
-		[]string{s.k.webhook(tenant, id), s.k.webhookFilter(tenant), s.k.webhookLog(tenant, id), s.k.meta(tenant)}, id)
+		[]string{s.k.webhook(tenant, id), s.k.webhookFilter(tagOf(tenant)), s.k.webhookLog(tenant, id), s.k.meta(tagOf(tenant))}, id)
 	if err != nil {
 		return backend("delete webhook", err)
 	}
@@ -314,8 +314,8 @@ func (s *Store) WebhookTenants(ctx context.Context) ([]domain.WebhookTenant, err
 		n := make([]*redis.IntCmd, len(chunk))
 		_, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
 			for i, t := range chunk {
-				fz[i] = p.HGet(cctx, s.k.meta(t), "fz")
-				n[i] = p.HLen(cctx, s.k.webhookFilter(t))
+				fz[i] = p.HGet(cctx, s.k.meta(tagOf(t)), "fz")
+				n[i] = p.HLen(cctx, s.k.webhookFilter(tagOf(t)))
 			}
 			return nil
 		})
@@ -334,7 +334,7 @@ func (s *Store) WebhookTenants(ctx context.Context) ([]domain.WebhookTenant, err
 // messages from the registry (and its empty outbox). It reports whether it did.
 func (s *Store) PruneWebhookTenant(ctx context.Context, tenant string) (bool, error) {
 	r, err := s.runWebhook(ctx, "webhook_prune", func(w webhookScripts) *redis.Script { return w.prune },
-		[]string{s.k.webhookFilter(tenant), s.k.outbox(tenant), s.k.webhookRetries(tenant)})
+		[]string{s.k.webhookFilter(tagOf(tenant)), s.k.outbox(tagOf(tenant)), s.k.webhookRetries(tagOf(tenant))})
 	if err != nil {
 		return false, backend("prune webhook tenant", err)
 	}
@@ -349,7 +349,7 @@ func (s *Store) PruneWebhookTenant(ctx context.Context, tenant string) (bool, er
 	// An endpoint registered since the script ran must keep its tenant listed
 	// (SaveWebhook adds the tenant again after writing; this covers the order
 	// where its second SADD came before our SREM).
-	if n, err := s.rdb.HLen(cctx, s.k.webhookFilter(tenant)).Result(); err != nil || n > 0 {
+	if n, err := s.rdb.HLen(cctx, s.k.webhookFilter(tagOf(tenant))).Result(); err != nil || n > 0 {
 		if err2 := s.rdb.SAdd(cctx, s.k.webhookTenants(), tenant).Err(); err2 != nil {
 			return false, backend("prune webhook tenant", err2)
 		}
@@ -370,7 +370,7 @@ func (s *Store) ReadOutbox(ctx context.Context, consumer string, want map[string
 		}
 	}
 	sort.Strings(tenants)
-	got, err := s.readNew(ctx, "read webhook outbox", webhookGroup, consumer, tenants, s.k.outbox,
+	got, err := s.readNew(ctx, "read webhook outbox", webhookGroup, consumer, tenants, func(t string) string { return s.k.outbox(tagOf(t)) },
 		func(t string) int64 { return int64(want[t]) })
 	var out []domain.WebhookMessage
 	for _, t := range tenants {
@@ -428,7 +428,7 @@ func (s *Store) ClaimStaleOutbox(ctx context.Context, tenants []string, consumer
 }
 
 func (s *Store) autoClaimArgs(tenant, consumer string, minIdle time.Duration, start string, count int) *redis.XAutoClaimArgs {
-	return &redis.XAutoClaimArgs{Stream: s.k.outbox(tenant), Group: webhookGroup, Consumer: consumer,
+	return &redis.XAutoClaimArgs{Stream: s.k.outbox(tagOf(tenant)), Group: webhookGroup, Consumer: consumer,
 		MinIdle: minIdle, Start: start, Count: int64(count)}
 }
 
@@ -455,7 +455,7 @@ func (s *Store) decodeEntries(ctx context.Context, tenant string, xs []redis.XMe
 			bad = append(bad, x.ID)
 		}
 	}
-	s.dropEntries(ctx, s.k.outbox(tenant), webhookGroup, bad)
+	s.dropEntries(ctx, s.k.outbox(tagOf(tenant)), webhookGroup, bad)
 	return out
 }
 
@@ -471,7 +471,7 @@ func (s *Store) ClaimWebhookRetries(ctx context.Context, tenants []string, now, 
 		cmds := make([]*redis.StringSliceCmd, len(chunk))
 		_, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
 			for i, t := range chunk {
-				cmds[i] = p.ZRangeByScore(cctx, s.k.webhookRetries(t), &redis.ZRangeBy{Min: "-inf", Max: ms(now), Count: 1})
+				cmds[i] = p.ZRangeByScore(cctx, s.k.webhookRetries(tagOf(t)), &redis.ZRangeBy{Min: "-inf", Max: ms(now), Count: 1})
 			}
 			return nil
 		})
@@ -491,7 +491,7 @@ func (s *Store) ClaimWebhookRetries(ctx context.Context, tenants []string, now, 
 			break
 		}
 		r, err := s.runWebhook(ctx, "webhook_claim", func(w webhookScripts) *redis.Script { return w.claim },
-			[]string{s.k.webhookRetries(t)}, ms(now), ms(leaseUntil), count)
+			[]string{s.k.webhookRetries(tagOf(t))}, ms(now), ms(leaseUntil), count)
 		if err != nil {
 			return out, backend("claim webhook retries", err)
 		}
@@ -525,7 +525,7 @@ func (s *Store) retryMessages(ctx context.Context, tenant string, members []stri
 		_, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
 			for i, m := range chunk {
 				id, _, _ := strings.Cut(m, "|")
-				cmds[i] = p.XRange(cctx, s.k.outbox(tenant), id, id)
+				cmds[i] = p.XRange(cctx, s.k.outbox(tagOf(tenant)), id, id)
 			}
 			return nil
 		})
@@ -552,7 +552,7 @@ func (s *Store) retryMessages(ctx context.Context, tenant string, members []stri
 	if len(gone) > 0 {
 		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 		defer cancel()
-		if err := s.rdb.ZRem(cctx, s.k.webhookRetries(tenant), gone...).Err(); err != nil {
+		if err := s.rdb.ZRem(cctx, s.k.webhookRetries(tagOf(tenant)), gone...).Err(); err != nil {
 			return out, backend("drop webhook retries", err)
 		}
 	}
@@ -617,7 +617,7 @@ func (s *Store) SettleWebhook(ctx context.Context, m domain.WebhookMessage, o do
 		lease = strconv.FormatInt(m.Lease, 10)
 	}
 	r, err := s.runWebhook(ctx, "webhook_settle", func(w webhookScripts) *redis.Script { return w.settle },
-		[]string{s.k.outbox(m.Tenant), s.k.webhookRetries(m.Tenant), s.k.webhookLog(m.Tenant, m.EndpointID)},
+		[]string{s.k.outbox(tagOf(m.Tenant)), s.k.webhookRetries(tagOf(m.Tenant)), s.k.webhookLog(m.Tenant, m.EndpointID)},
 		webhookGroup, m.EntryID, m.Retry, lease, next, due, log, webhookLogCap, force)
 	if err != nil {
 		return backend("settle webhook message "+m.ID, err)
@@ -633,7 +633,7 @@ func (s *Store) SettleWebhook(ctx context.Context, m domain.WebhookMessage, o do
 // (dispatchers of replicas that are gone) idle longer than idle with nothing
 // pending, except self. It returns how many it removed.
 func (s *Store) ReapWebhookConsumers(ctx context.Context, tenant, self string, idle time.Duration) (int, error) {
-	return s.reapConsumers(ctx, s.k.outbox(tenant), webhookGroup, self, idle)
+	return s.reapConsumers(ctx, s.k.outbox(tagOf(tenant)), webhookGroup, self, idle)
 }
 
 // reapConsumers removes from the consumer group of stream the consumers idle
