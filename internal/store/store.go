@@ -558,18 +558,24 @@ const SystemActor = "system"
 // from created_at, with the timeout configured now). done is false when there
 // was nothing to do (it moved on, is not due, or is gone).
 func (s *Store) ExpireQueued(ctx context.Context, tenant, id string) (done bool, err error) {
-	done, _, err = s.expireQueued(ctx, tenant, id)
+	done, _, err = s.expireQueued(ctx, "", tenant, id)
 	return done, err
 }
 
-// expireQueued is ExpireQueued that also tells whether the request is gone.
-func (s *Store) expireQueued(ctx context.Context, tenant, id string) (done, gone bool, err error) {
-	return s.timeout(ctx, tenant, id, domain.StatusExpired, "q", domain.FailureJSON("REQUEST_EXPIRED", "the request stayed queued longer than its queued timeout"))
+// expireQueued is ExpireQueued that also tells whether the request is gone;
+// tag, when not "", is the shard that holds it (the sweeper found it there).
+func (s *Store) expireQueued(ctx context.Context, tag, tenant, id string) (done, gone bool, err error) {
+	return s.timeout(ctx, tag, tenant, id, domain.StatusExpired, "q", domain.FailureJSON("REQUEST_EXPIRED", "the request stayed queued longer than its queued timeout"))
 }
 
 // TimeOutProcessing fails a processing request whose heartbeat stopped.
 func (s *Store) TimeOutProcessing(ctx context.Context, tenant, id string) (done bool, err error) {
-	done, _, err = s.timeout(ctx, tenant, id, domain.StatusFailed, "p", domain.FailureJSON("ERR_JOB_EXECUTION_TIMED_OUT", "no heartbeat within the processing timeout"))
+	done, err = s.timeOutProcessing(ctx, "", tenant, id)
+	return done, err
+}
+
+func (s *Store) timeOutProcessing(ctx context.Context, tag, tenant, id string) (done bool, err error) {
+	done, _, err = s.timeout(ctx, tag, tenant, id, domain.StatusFailed, "p", domain.FailureJSON("ERR_JOB_EXECUTION_TIMED_OUT", "no heartbeat within the processing timeout"))
 	return done, err
 }
 
@@ -581,8 +587,18 @@ func (s *Store) queuedTimeout(typ string) time.Duration {
 	return s.opts.QueuedTimeout
 }
 
-func (s *Store) timeout(ctx context.Context, tenant, id string, to domain.Status, guard string, failure json.RawMessage) (done, gone bool, err error) {
-	_, err = s.transition(ctx, domain.TransitionParams{Tenant: tenant, ID: id, By: SystemActor}, "timeout", to, string(failure), "", guard)
+func (s *Store) timeout(ctx context.Context, tag, tenant, id string, to domain.Status, guard string, failure json.RawMessage) (done, gone bool, err error) {
+	p := domain.TransitionParams{Tenant: tenant, ID: id, By: SystemActor}
+	if tag == "" {
+		_, err = s.transition(ctx, p, "timeout", to, string(failure), "", guard)
+	} else if validID(id) {
+		_, err = s.transitionAt(ctx, tag, p, "timeout", to, string(failure), "", guard)
+		if err == nil && tag != s.idTag(tenant, id) {
+			s.announceAt(ctx, s.idTag(tenant, id), id, 0) // see transition
+		}
+	} else {
+		err = domain.ErrNotFound()
+	}
 	switch {
 	case err == nil:
 		return true, false, nil
