@@ -92,25 +92,37 @@ type indexProbe struct {
 // pipeline, with whatever more adds to it.
 func (s *Store) probeIndexes(ctx context.Context, tenant string, types []string, more func(redis.Pipeliner)) ([]indexProbe, error) {
 	var probes []indexProbe
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		if more != nil {
-			more(p)
-		}
-		for _, tag := range s.tenantTags(tenant) {
-			for _, st := range domain.Statuses {
-				for _, t := range types {
-					pr := indexProbe{status: st, card: p.ZCard(ctx, s.k.index(tag, st, t))}
-					if !st.Terminal() {
-						pr.oldest = p.ZRangeWithScores(ctx, s.k.index(tag, st, t), 0, 0)
+	tags := s.tenantTags(tenant)
+	// Over in-memory pipes (no autopipeline: the embedded store) one pipeline
+	// per shard, which they carry without deadlock (pipelineChunk).
+	step := len(tags)
+	if s.ap == nil {
+		step = 1
+	}
+	for len(tags) > 0 {
+		chunk := tags[:min(step, len(tags))]
+		tags = tags[len(chunk):]
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			if more != nil {
+				more(p)
+				more = nil
+			}
+			for _, tag := range chunk {
+				for _, st := range domain.Statuses {
+					for _, t := range types {
+						pr := indexProbe{status: st, card: p.ZCard(ctx, s.k.index(tag, st, t))}
+						if !st.Terminal() {
+							pr.oldest = p.ZRangeWithScores(ctx, s.k.index(tag, st, t), 0, 0)
+						}
+						probes = append(probes, pr)
 					}
-					probes = append(probes, pr)
 				}
 			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, backend("summarise tenant "+tenant, err)
 		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, backend("summarise tenant "+tenant, err)
 	}
 	return probes, nil
 }

@@ -280,6 +280,7 @@ type scriptCall struct {
 // the script. The replies are in calls' order; any failed call fails all.
 // Over in-memory pipes (no autopipeline: the embedded store) the pipeline is
 // cut into pipelineChunk/3 calls, which they carry without deadlock.
+// Redis that lost the script gets it loaded (SCRIPT LOAD) and the calls again.
 func (s *Store) runEach(ctx context.Context, sc *redis.Script, calls []scriptCall) ([]reply, error) {
 	if len(calls) == 1 {
 		r, err := s.run(ctx, sc, calls[0].keys, calls[0].args...)
@@ -297,27 +298,30 @@ func (s *Store) runEach(ctx context.Context, sc *redis.Script, calls []scriptCal
 		calls = calls[len(chunk):]
 		start := time.Now()
 		cmds := make([]*redis.Cmd, len(chunk))
-		exec := func(eval bool) error {
+		exec := func() error {
 			_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 				for i, c := range chunk {
-					if eval {
-						cmds[i] = sc.Eval(ctx, p, c.keys, c.args...)
-					} else {
-						cmds[i] = sc.EvalSha(ctx, p, c.keys, c.args...)
-					}
+					cmds[i] = sc.EvalSha(ctx, p, c.keys, c.args...)
 				}
 				return nil
 			})
 			return err
 		}
-		err := exec(false)
+		err := exec()
 		if err != nil && slices.ContainsFunc(cmds, func(c *redis.Cmd) bool {
 			return c.Err() != nil && redis.HasErrorPrefix(c.Err(), "NOSCRIPT")
 		}) {
-			err = exec(true)
+			// Load it (on a Cluster: on every master) rather than EVAL it once
+			// per call: the script's text is a few KiB, sent once.
+			if err = sc.Load(ctx, s.rdb).Err(); err == nil {
+				err = exec()
+			}
 		}
 		if o := s.opts.ScriptObserver; o != nil {
-			o.ObserveScript(s.sc.names[sc], time.Since(start), err)
+			d := time.Since(start) // each call waited for the whole pipeline
+			for _, c := range cmds {
+				o.ObserveScript(s.sc.names[sc], d, c.Err())
+			}
 		}
 		if err != nil {
 			return nil, s.scriptFailed(sc, err)

@@ -43,7 +43,7 @@ func (f *fixture) outbox(tb testing.TB, tenant string) []string {
 // heartbeats, refused transitions and idempotent replays append nothing; a
 // tenant without endpoints gets no outbox at all.
 func TestOutboxWrittenWithTransitions(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b backend) {
+	forEachUnshardedBackend(t, func(t *testing.T, b backend) {
 		f := newFixture(t, b, nil)
 		quiet := f.mustCreate(t, "quiet", "t.a")
 		if _, err := f.s.Complete(ctx, tp("quiet", quiet.ID), domain.CompleteInput{ResultType: "answer", Result: json.RawMessage(`{}`)}); err != nil {
@@ -82,7 +82,7 @@ func TestOutboxWrittenWithTransitions(t *testing.T) {
 // TestOutboxCarriesTheRepresentation: the dispatcher's view of a message is the
 // representation at the moment of the transition, without pacing state.
 func TestOutboxCarriesTheRepresentation(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b backend) {
+	forEachUnshardedBackend(t, func(t *testing.T, b backend) {
 		f := newFixture(t, b, nil)
 		f.mustSaveWebhook(t, "acme", "ep_1", domain.EventProcessing, domain.EventSucceeded)
 		r := f.mustCreate(t, "acme", "t.a")
@@ -141,7 +141,7 @@ func TestSweeperTimeoutsEmit(t *testing.T) {
 // TestWebhookEndpoints: register, read, list, delete; tenants do not see each
 // other's endpoints; a tenant has at most the allowed number.
 func TestWebhookEndpoints(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b backend) {
+	forEachUnshardedBackend(t, func(t *testing.T, b backend) {
 		f := newFixture(t, b, nil)
 		f.mustSaveWebhook(t, "acme", "ep_b", domain.EventCreated, domain.EventFailed)
 		f.clock.Add(time.Millisecond)
@@ -187,7 +187,7 @@ func TestWebhookEndpoints(t *testing.T) {
 // is not brought back, and another tenant's endpoint of the same id is not
 // touched.
 func TestReplaceWebhookSecret(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b backend) {
+	forEachUnshardedBackend(t, func(t *testing.T, b backend) {
 		f := newFixture(t, b, nil)
 		f.mustSaveWebhook(t, "acme", "ep_a", domain.DefaultWebhookEvents...)
 		f.mustSaveWebhook(t, "globex", "ep_a", domain.DefaultWebhookEvents...)
@@ -230,7 +230,7 @@ func TestReplaceWebhookSecret(t *testing.T) {
 // messages still in delivery elsewhere is found, though XAUTOCLAIM looks at no
 // more than 10 x COUNT pending entries a call.
 func TestClaimStaleWalksThePendingList(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b backend) {
+	forEachUnshardedBackend(t, func(t *testing.T, b backend) {
 		f := newFixture(t, b, nil)
 		f.mustSaveWebhook(t, "acme", "ep_1", domain.EventCreated)
 		for i := 0; i < 31; i++ {
