@@ -76,7 +76,9 @@ func nextChange(tb testing.TB, wa domain.Watch, v int64, d time.Duration) domain
 
 func TestHubWakesOnEveryChange(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) { hubWakesOnEveryChange(t, newFixture(t, b, nil)) })
-	t.Run("sentinel", func(t *testing.T) { hubWakesOnEveryChange(t, newFixture(t, backend{testenv.SentinelBackend(t), suiteShards}, nil)) })
+	t.Run("sentinel", func(t *testing.T) {
+		hubWakesOnEveryChange(t, newFixture(t, backend{testenv.SentinelBackend(t), suiteShards}, nil))
+	})
 }
 
 func hubWakesOnEveryChange(t *testing.T, f *fixture) {
