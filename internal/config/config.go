@@ -51,6 +51,12 @@ type Redis struct {
 	WaitReplicas int `yaml:"wait_replicas"`
 	// WaitTimeout bounds the WAIT. default: 500ms.
 	WaitTimeout time.Duration `yaml:"wait_timeout"`
+	// TenantShards spreads each tenant's requests over that many hash tags, so
+	// that one tenant uses every master of a Cluster (store.Options.TenantShards,
+	// docs/operations.md, One tenant across the cluster): 1..256, may be raised
+	// later, never lowered. > 1 needs webhooks.enabled false (their outboxes
+	// are not spread yet). default: 1.
+	TenantShards int `yaml:"tenant_shards"`
 }
 
 // HTTP is the listener.

@@ -336,6 +336,9 @@ func TestValidateRejects(t *testing.T) {
 		{"op_timeout 0", func(c *Config) { c.Redis.OpTimeout = 0 }, "redis.op_timeout"},
 		{"pool_size negative", func(c *Config) { c.Redis.PoolSize = -1 }, "redis.pool_size"},
 		{"wait_replicas negative", func(c *Config) { c.Redis.WaitReplicas = -1 }, "redis.wait_replicas"},
+		{"tenant_shards 0", func(c *Config) { c.Redis.TenantShards = 0 }, "redis.tenant_shards"},
+		{"tenant_shards 257", func(c *Config) { c.Redis.TenantShards = 257; c.Webhooks.Enabled = false }, "redis.tenant_shards"},
+		{"tenant_shards with webhooks", func(c *Config) { c.Redis.TenantShards = 16 }, "redis.tenant_shards"},
 		{"wait_timeout 0 with replicas", func(c *Config) { c.Redis.WaitReplicas = 1; c.Redis.WaitTimeout = 0 }, "redis.wait_timeout"},
 		{"wait_timeout negative", func(c *Config) { c.Redis.WaitTimeout = -time.Second }, "redis.wait_timeout"},
 		{"schedule empty", func(c *Config) { c.Polling.Schedule = nil }, "polling.schedule"},
@@ -451,6 +454,8 @@ func TestValidateAcceptsEdges(t *testing.T) {
 	c.Redis.URL = "rediss://user:pw@redis.example.com:6380/1"
 	c.Redis.WaitReplicas = 2
 	c.Redis.PoolSize = 0
+	c.Redis.TenantShards = 256
+	c.Webhooks.Enabled = false
 	c.HTTP.Addr = ":0"
 	c.HTTP.PublicURL = "https://api.example.com/status/"
 	c.HTTP.ReadTimeout = 0

@@ -12,6 +12,7 @@ func Defaults() Config {
 			OpTimeout:    time.Second,
 			AutoPipeline: true,
 			WaitTimeout:  500 * time.Millisecond,
+			TenantShards: 1,
 		},
 		HTTP: HTTP{
 			Addr:            ":8080",

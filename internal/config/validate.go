@@ -64,6 +64,12 @@ func (c *Config) Validate() error {
 	}
 
 	p.positive("webhooks.timeout", c.Webhooks.Timeout)
+	// Webhook outboxes are per tenant in shard 0 only: a request in another
+	// shard could not record its message in its own step (docs/design.md,
+	// Tenant shards).
+	if c.Redis.TenantShards > 1 && c.Webhooks.Enabled {
+		p.add("redis.tenant_shards", "> 1 needs webhooks.enabled: false (webhook outboxes are not spread over shards yet), got %d", c.Redis.TenantShards)
+	}
 	if len(c.Webhooks.RetrySchedule) == 0 {
 		p.add("webhooks.retry_schedule", "must list at least one step")
 	}
@@ -147,6 +153,10 @@ func (r *Redis) validate(p *problems) {
 		// A brace in the prefix would become the cluster hash tag instead of
 		// {<tenant>}, putting every tenant into one slot.
 		p.add("redis.key_prefix", "must not contain { or }, got %q", r.KeyPrefix)
+	}
+	// 256: a shard index is one byte of a request id (store.MaxTenantShards)
+	if r.TenantShards < 1 || r.TenantShards > 256 {
+		p.add("redis.tenant_shards", "must be 1..256, got %d", r.TenantShards)
 	}
 	p.positive("redis.op_timeout", r.OpTimeout)
 	if r.PoolSize < 0 {
