@@ -338,7 +338,6 @@ func TestValidateRejects(t *testing.T) {
 		{"wait_replicas negative", func(c *Config) { c.Redis.WaitReplicas = -1 }, "redis.wait_replicas"},
 		{"tenant_shards 0", func(c *Config) { c.Redis.TenantShards = 0 }, "redis.tenant_shards"},
 		{"tenant_shards 257", func(c *Config) { c.Redis.TenantShards = 257; c.Webhooks.Enabled = false }, "redis.tenant_shards"},
-		{"tenant_shards with webhooks", func(c *Config) { c.Redis.TenantShards = 16 }, "redis.tenant_shards"},
 		{"wait_timeout 0 with replicas", func(c *Config) { c.Redis.WaitReplicas = 1; c.Redis.WaitTimeout = 0 }, "redis.wait_timeout"},
 		{"wait_timeout negative", func(c *Config) { c.Redis.WaitTimeout = -time.Second }, "redis.wait_timeout"},
 		{"schedule empty", func(c *Config) { c.Polling.Schedule = nil }, "polling.schedule"},
@@ -455,7 +454,6 @@ func TestValidateAcceptsEdges(t *testing.T) {
 	c.Redis.WaitReplicas = 2
 	c.Redis.PoolSize = 0
 	c.Redis.TenantShards = 256
-	c.Webhooks.Enabled = false
 	c.HTTP.Addr = ":0"
 	c.HTTP.PublicURL = "https://api.example.com/status/"
 	c.HTTP.ReadTimeout = 0

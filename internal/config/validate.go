@@ -64,12 +64,6 @@ func (c *Config) Validate() error {
 	}
 
 	p.positive("webhooks.timeout", c.Webhooks.Timeout)
-	// Webhook outboxes are per tenant in shard 0 only: a request in another
-	// shard could not record its message in its own step (docs/design.md,
-	// Tenant shards).
-	if c.Redis.TenantShards > 1 && c.Webhooks.Enabled {
-		p.add("redis.tenant_shards", "> 1 needs webhooks.enabled: false (webhook outboxes are not spread over shards yet), got %d", c.Redis.TenantShards)
-	}
 	if len(c.Webhooks.RetrySchedule) == 0 {
 		p.add("webhooks.retry_schedule", "must list at least one step")
 	}

@@ -204,7 +204,11 @@ const (
 // WebhookMessage is one outbox entry on its way to one endpoint: what the
 // dispatcher sends and how it settles the attempt.
 type WebhookMessage struct {
-	Tenant     string
+	Tenant string
+	// Shard names the outbox of one of the tenant's shards (internal/store,
+	// redis.tenant_shards) the message waits in: "" for the tenant's own. The
+	// dispatcher counts its work per Queue.
+	Shard      string
 	EndpointID string
 	// ID is the webhook-id: the same for every endpoint and every retry.
 	ID    string
@@ -219,6 +223,14 @@ type WebhookMessage struct {
 	EntryID string
 	Retry   string
 	Lease   int64
+}
+
+// Queue is the name of the outbox m waits in: its Shard, or its Tenant.
+func (m WebhookMessage) Queue() string {
+	if m.Shard != "" {
+		return m.Shard
+	}
+	return m.Tenant
 }
 
 // WebhookSettlement is how one delivery attempt ended.

@@ -36,7 +36,8 @@ const (
 )
 
 // OnAudit sets f to be told the tenant of every applied create, transition and
-// delete (idempotent replays excluded), which recorded an audit entry. f must
+// delete (idempotent replays excluded), which recorded an audit entry: the
+// name of the tenant's shard that holds it, as AuditTenants names it. f must
 // be quick and must not block: it runs on the request's path. nil removes it.
 func (s *Store) OnAudit(f func(tenant string)) {
 	if f == nil {

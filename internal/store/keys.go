@@ -131,9 +131,7 @@ func (k keys) webhookRetries(tag string) string { return k.prefix + ":" + tag + 
 
 // webhookLog: list of an endpoint's delivery attempts as JSON, newest first,
 // capped with LTRIM.
-func (k keys) webhookLog(tenant, id string) string {
-	return k.prefix + ":{" + tenant + "}:wl:" + id
-}
+func (k keys) webhookLog(tag, id string) string { return k.prefix + ":" + tag + ":wl:" + id }
 
 // webhookTenants: set of tenants that have (or had) webhook endpoints; the
 // dispatchers walk it. Outside every tenant slot: written with single-key SADD

@@ -320,8 +320,8 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 		switch r.code {
 		case codeOK:
 			s.registerTenant(ctx, p.Tenant)
-			s.outboxHook.written(p.Tenant)
-			s.auditHook.written(p.Tenant)
+			s.outboxHook.written(shardName(tag))
+			s.auditHook.written(shardName(tag))
 			return &domain.Request{ID: id, Type: in.Type, Status: domain.StatusQueued, Context: in.Context,
 				CreatedBy: p.CreatedBy, CreatedAt: domain.Time{Time: created}, UpdatedAt: domain.Time{Time: created}, Version: 1}, false, nil
 		case codeReplay:
@@ -656,8 +656,8 @@ func (s *Store) transitionAt(ctx context.Context, tag string, p domain.Transitio
 		return nil, backend(op+" request "+p.ID, err)
 	}
 	if r.code == codeOK {
-		s.outboxHook.written(p.Tenant)
-		s.auditHook.written(p.Tenant)
+		s.outboxHook.written(shardName(tag))
+		s.auditHook.written(shardName(tag))
 	}
 	if r.code == codeOK || r.code == codeReplay {
 		return decodeRecord(p.ID, r.str, false)
@@ -697,7 +697,7 @@ func (s *Store) deleteAt(ctx context.Context, tag, tenant, id, by string) error 
 		return backend("delete request "+id, err)
 	}
 	if r.code == codeOK {
-		s.auditHook.written(tenant)
+		s.auditHook.written(shardName(tag))
 		return nil
 	}
 	return s.scriptError("delete request", id, r.code, r.rest)

@@ -3,6 +3,7 @@ package store_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -23,19 +24,32 @@ func (f *fixture) mustSaveWebhook(tb testing.TB, tenant, id string, evs ...domai
 	}
 }
 
-// outbox lists the (endpoint, message id) of every outbox entry of tenant.
+// outbox lists the (endpoint, message id) of every outbox entry of tenant, in
+// every shard.
 func (f *fixture) outbox(tb testing.TB, tenant string) []string {
 	tb.Helper()
-	xs, err := f.rdb.XRange(ctx, f.prefix+":{"+tenant+"}:ob", "-", "+").Result()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	out := make([]string, 0, len(xs))
-	for _, x := range xs {
-		out = append(out, fmt.Sprint(x.Values["_ep"], " ", x.Values["_id"]))
+	var out []string
+	for _, tag := range store.TenantTags(f.s, tenant) {
+		xs, err := f.rdb.XRange(ctx, f.prefix+":"+tag+":ob", "-", "+").Result()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, x := range xs {
+			out = append(out, fmt.Sprint(x.Values["_ep"], " ", x.Values["_id"]))
+		}
 	}
 	sort.Strings(out)
 	return out
+}
+
+// outboxWant asks ReadOutbox for n messages of each of tenant's shards (as the
+// dispatcher names them: WebhookTenants).
+func (f *fixture) outboxWant(tenant string, n int) map[string]int {
+	want := map[string]int{}
+	for _, name := range f.auditNames(tenant) {
+		want[name] = n
+	}
+	return want
 }
 
 // TestOutboxWrittenWithTransitions: create and every status change append one
@@ -43,13 +57,13 @@ func (f *fixture) outbox(tb testing.TB, tenant string) []string {
 // heartbeats, refused transitions and idempotent replays append nothing; a
 // tenant without endpoints gets no outbox at all.
 func TestOutboxWrittenWithTransitions(t *testing.T) {
-	forEachUnshardedBackend(t, func(t *testing.T, b backend) {
+	forEachBackend(t, func(t *testing.T, b backend) {
 		f := newFixture(t, b, nil)
 		quiet := f.mustCreate(t, "quiet", "t.a")
 		if _, err := f.s.Complete(ctx, tp("quiet", quiet.ID), domain.CompleteInput{ResultType: "answer", Result: json.RawMessage(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
-		if n, _ := f.rdb.Exists(ctx, f.prefix+":{quiet}:ob").Result(); n != 0 {
+		if got := f.outbox(t, "quiet"); len(got) != 0 {
 			t.Fatal("a tenant without endpoints got an outbox")
 		}
 
@@ -82,7 +96,7 @@ func TestOutboxWrittenWithTransitions(t *testing.T) {
 // TestOutboxCarriesTheRepresentation: the dispatcher's view of a message is the
 // representation at the moment of the transition, without pacing state.
 func TestOutboxCarriesTheRepresentation(t *testing.T) {
-	forEachUnshardedBackend(t, func(t *testing.T, b backend) {
+	forEachBackend(t, func(t *testing.T, b backend) {
 		f := newFixture(t, b, nil)
 		f.mustSaveWebhook(t, "acme", "ep_1", domain.EventProcessing, domain.EventSucceeded)
 		r := f.mustCreate(t, "acme", "t.a")
@@ -99,7 +113,7 @@ func TestOutboxCarriesTheRepresentation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		msgs, err := f.s.ReadOutbox(ctx, "c1", map[string]int{"acme": 10})
+		msgs, err := f.s.ReadOutbox(ctx, "c1", f.outboxWant("acme", 10))
 		if err != nil || len(msgs) != 2 {
 			t.Fatalf("read %d: %v", len(msgs), err)
 		}
@@ -118,7 +132,7 @@ func TestOutboxCarriesTheRepresentation(t *testing.T) {
 			}
 		}
 		// Nothing new for the group; the entries stay pending for c1.
-		if again, err := f.s.ReadOutbox(ctx, "c2", map[string]int{"acme": 10}); err != nil || len(again) != 0 {
+		if again, err := f.s.ReadOutbox(ctx, "c2", f.outboxWant("acme", 10)); err != nil || len(again) != 0 {
 			t.Fatalf("read again: %d %v", len(again), err)
 		}
 	})
@@ -141,7 +155,7 @@ func TestSweeperTimeoutsEmit(t *testing.T) {
 // TestWebhookEndpoints: register, read, list, delete; tenants do not see each
 // other's endpoints; a tenant has at most the allowed number.
 func TestWebhookEndpoints(t *testing.T) {
-	forEachUnshardedBackend(t, func(t *testing.T, b backend) {
+	forEachBackend(t, func(t *testing.T, b backend) {
 		f := newFixture(t, b, nil)
 		f.mustSaveWebhook(t, "acme", "ep_b", domain.EventCreated, domain.EventFailed)
 		f.clock.Add(time.Millisecond)
@@ -170,9 +184,16 @@ func TestWebhookEndpoints(t *testing.T) {
 		if ds, err := f.s.WebhookDeliveries(ctx, "acme", "ep_a"); err != nil || len(ds) != 0 {
 			t.Fatalf("deliveries %v %v", ds, err)
 		}
+		// one per shard of acme, each with its copy of the filter
 		ts, err := f.s.WebhookTenants(ctx)
-		if err != nil || len(ts) != 1 || ts[0].Name != "acme" || ts[0].Endpoints != 1 {
+		names := f.auditNames("acme")
+		if err != nil || len(ts) != len(names) || (f.shards == 1 && (len(ts) != 1 || ts[0].Name != "acme")) {
 			t.Fatalf("tenants %+v %v", ts, err)
+		}
+		for _, wt := range ts {
+			if !slices.Contains(names, wt.Name) || wt.Endpoints != 1 || wt.Frozen {
+				t.Fatalf("tenants %+v", ts)
+			}
 		}
 		for i := 1; i < 20; i++ {
 			f.mustSaveWebhook(t, "acme", fmt.Sprintf("ep_%02d", i), domain.EventSucceeded)
@@ -187,7 +208,7 @@ func TestWebhookEndpoints(t *testing.T) {
 // is not brought back, and another tenant's endpoint of the same id is not
 // touched.
 func TestReplaceWebhookSecret(t *testing.T) {
-	forEachUnshardedBackend(t, func(t *testing.T, b backend) {
+	forEachBackend(t, func(t *testing.T, b backend) {
 		f := newFixture(t, b, nil)
 		f.mustSaveWebhook(t, "acme", "ep_a", domain.DefaultWebhookEvents...)
 		f.mustSaveWebhook(t, "globex", "ep_a", domain.DefaultWebhookEvents...)
@@ -230,7 +251,7 @@ func TestReplaceWebhookSecret(t *testing.T) {
 // messages still in delivery elsewhere is found, though XAUTOCLAIM looks at no
 // more than 10 x COUNT pending entries a call.
 func TestClaimStaleWalksThePendingList(t *testing.T) {
-	forEachUnshardedBackend(t, func(t *testing.T, b backend) {
+	forEachBackend(t, func(t *testing.T, b backend) {
 		f := newFixture(t, b, nil)
 		f.mustSaveWebhook(t, "acme", "ep_1", domain.EventCreated)
 		for i := 0; i < 31; i++ {
