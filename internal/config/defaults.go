@@ -12,7 +12,6 @@ func Defaults() Config {
 			OpTimeout:    time.Second,
 			AutoPipeline: true,
 			WaitTimeout:  500 * time.Millisecond,
-			TenantShards: 1,
 		},
 		HTTP: HTTP{
 			Addr:            ":8080",

@@ -149,8 +149,8 @@ func (r *Redis) validate(p *problems) {
 		p.add("redis.key_prefix", "must not contain { or }, got %q", r.KeyPrefix)
 	}
 	// 256: a shard index is one byte of a request id (store.MaxTenantShards)
-	if r.TenantShards < 1 || r.TenantShards > 256 {
-		p.add("redis.tenant_shards", "must be 1..256, got %d", r.TenantShards)
+	if r.TenantShards < 0 || r.TenantShards > 256 {
+		p.add("redis.tenant_shards", "must be 0 (automatic) or 1..256, got %d", r.TenantShards)
 	}
 	p.positive("redis.op_timeout", r.OpTimeout)
 	if r.PoolSize < 0 {
