@@ -247,7 +247,10 @@ type WebhookSettlement struct {
 
 // WebhookTenant is a tenant in the registry the dispatchers walk.
 type WebhookTenant struct {
+	// Name is the queue's: the tenant's, or one of its shards' (WebhookMessage.Shard).
 	Name string
+	// Tenant is the tenant it belongs to.
+	Tenant string
 	// Frozen tenants get no deliveries until they are unfrozen.
 	Frozen bool
 	// Endpoints is how many endpoints it has; 0 makes it a candidate for pruning.

@@ -387,7 +387,7 @@ func (s *Store) WebhookTenants(ctx context.Context) ([]domain.WebhookTenant, err
 			return nil, backend("list webhook tenants", err)
 		}
 		for i, t := range chunk {
-			out = append(out, domain.WebhookTenant{Name: t, Frozen: fz[i].Val() == "1", Endpoints: n[i].Val()})
+			out = append(out, domain.WebhookTenant{Name: t, Tenant: tenantOf(t), Frozen: fz[i].Val() == "1", Endpoints: n[i].Val()})
 		}
 	}
 	return out, nil
