@@ -35,7 +35,10 @@ func TestShardedTenantSpreadsOverEveryMaster(t *testing.T) {
 			cc := f.rdb.(*redis.ClusterClient)
 			masters := map[string]int{}
 			var all []string
+			var mu sync.Mutex
 			_ = cc.ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error {
+				mu.Lock() // called for the masters concurrently
+				defer mu.Unlock()
 				all = append(all, c.Options().Addr)
 				return nil
 			})
