@@ -16,7 +16,7 @@
 // The record stores the representation's members under their own names, times as
 // Unix milliseconds, JSON members as strings: the plain layout a first version would use.
 // Its scripts and representation live in bench/yardstick, shared with the in-process
-// benchmarks of internal/http and internal/store.
+// benchmarks of internal/httpapi and internal/store.
 package main
 
 import (

@@ -1,6 +1,6 @@
 // Package yardstick is the irreducible work of each call asyncstatus answers, as
 // the benchmark's yardstick does it (bench/baseline serves it over HTTP; the
-// server and Redis benchmarks of internal/http and internal/store measure
+// server and Redis benchmarks of internal/httpapi and internal/store measure
 // against it in-process): the record as a hash of the representation's
 // members (times as Unix milliseconds, JSON members as strings), one index
 // entry, compare-and-set scripts, and encoding/json for the answer. It is the

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/asyncstatus/asyncstatus/internal/config"
-	httpapi "github.com/asyncstatus/asyncstatus/internal/http"
+	"github.com/asyncstatus/asyncstatus/internal/httpapi"
 	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
 	"github.com/redis/go-redis/v9"
 )

@@ -15,8 +15,8 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/buildinfo"
 	"github.com/asyncstatus/asyncstatus/internal/config"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
-	httpapi "github.com/asyncstatus/asyncstatus/internal/http"
-	"github.com/asyncstatus/asyncstatus/internal/http/logbuf"
+	"github.com/asyncstatus/asyncstatus/internal/httpapi"
+	"github.com/asyncstatus/asyncstatus/internal/httpapi/logbuf"
 	"github.com/asyncstatus/asyncstatus/internal/metrics"
 	"github.com/asyncstatus/asyncstatus/internal/store"
 )

@@ -20,7 +20,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/auth"
 	"github.com/asyncstatus/asyncstatus/internal/console"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
-	httpapi "github.com/asyncstatus/asyncstatus/internal/http"
+	"github.com/asyncstatus/asyncstatus/internal/httpapi"
 	"github.com/asyncstatus/asyncstatus/internal/metrics"
 	"github.com/asyncstatus/asyncstatus/internal/store"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
@@ -104,6 +104,20 @@ func newStack(tb testing.TB, b testenv.Backend, o stackOptions) *stack {
 		s.api = "http://" + ln.Addr().String()
 	}
 	return s
+}
+
+// replica is a second console over the same store and authenticator (another
+// serve replica): the base URL of its listener.
+func (s *stack) replica(tb testing.TB) string {
+	tb.Helper()
+	c, err := console.New(s.st, s.auth, console.Options{SessionTTL: time.Hour, Now: s.clock,
+		Log: slog.New(slog.NewJSONHandler(s.logs, nil))})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := httptest.NewServer(c.Handler())
+	tb.Cleanup(srv.Close)
+	return srv.URL
 }
 
 func orDefault(d, def time.Duration) time.Duration {

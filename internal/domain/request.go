@@ -30,6 +30,24 @@ func (s Status) Terminal() bool {
 	return false
 }
 
+// CanBecome reports whether a request in status s may move to status to: the
+// lifecycle of spec §3 and §4, which the transition script enforces in Redis
+// (scripts/lua/transition.lua; TestTransitionRule in internal/store holds the
+// two to the same answers). Queued is never a target: only a create makes a
+// queued request. From queued or processing, a request may go to processing
+// (processing to processing is a heartbeat), to succeeded, failed or cancelled
+// (complete, fail, cancel, or failed by the processing timeout); expired
+// follows queued only (the queued timeout). Terminal statuses never change.
+func (s Status) CanBecome(to Status) bool {
+	switch {
+	case s != StatusQueued && s != StatusProcessing:
+		return false
+	case to == StatusExpired:
+		return s == StatusQueued
+	}
+	return to == StatusProcessing || to == StatusSucceeded || to == StatusFailed || to == StatusCancelled
+}
+
 // Valid reports whether s is a known status.
 func (s Status) Valid() bool {
 	for _, x := range Statuses {

@@ -15,6 +15,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/store"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
+	"github.com/asyncstatus/asyncstatus/internal/wire"
 )
 
 func loadReference(tb testing.TB) (domain.CreateInput, domain.ProgressInput, domain.CompleteInput) {
@@ -22,15 +23,15 @@ func loadReference(tb testing.TB) (domain.CreateInput, domain.ProgressInput, dom
 	ref := testenv.ReferenceRequest(tb)
 	raw := struct{ Create, Processing, Complete json.RawMessage }{ref["create"], ref["processing"], ref["complete"]}
 	lim := domain.Limits{ContextBytes: 4096, ResultBytes: 16384}
-	c, err := domain.DecodeCreate(raw.Create, lim)
+	c, err := wire.DecodeCreate(raw.Create, lim)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	p, err := domain.DecodeProgress(raw.Processing)
+	p, err := wire.DecodeProgress(raw.Processing)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	d, err := domain.DecodeComplete(raw.Complete, lim)
+	d, err := wire.DecodeComplete(raw.Complete, lim)
 	if err != nil {
 		tb.Fatal(err)
 	}

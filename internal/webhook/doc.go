@@ -5,6 +5,6 @@
 // the guard that keeps deliveries away from internal addresses.
 //
 // It imports internal/domain and declares the small interfaces it needs of the
-// store (Endpoints, Outbox); it must not import internal/store or internal/http.
+// store (Endpoints, Outbox); it must not import internal/store or internal/httpapi.
 // cmd/asyncstatus wires it.
 package webhook

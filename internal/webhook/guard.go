@@ -86,7 +86,7 @@ func urlError(format string, args ...any) error {
 }
 
 // CheckURL checks an endpoint URL at registration (its syntax was validated by
-// domain.DecodeWebhook): VALIDATION_FAILED naming "url" when the scheme or any
+// wire.DecodeWebhook): VALIDATION_FAILED naming "url" when the scheme or any
 // address the host resolves to is not allowed, or when it does not resolve.
 func (g *Guard) CheckURL(ctx context.Context, raw string) error {
 	u, err := url.Parse(raw)

@@ -1,0 +1,324 @@
+package httpapi
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/wire"
+)
+
+// healthz says the process is up and names its build, so that an operator
+// sees which code each replica runs (docs/operations.md, upgrading).
+func (s *Server) healthz(c *fiber.Ctx) error {
+	b := s.opts.Build
+	return c.JSON(fiber.Map{"status": "ok", "version": b.Version, "revision": b.Revision,
+		"modified": b.Modified, "go_version": b.GoVersion})
+}
+
+func (s *Server) readyz(c *fiber.Ctx) error {
+	if err := s.reqs.Ready(c.UserContext()); err != nil {
+		return err
+	}
+	if f := s.opts.AuditStatus; f != nil {
+		ok, detail := f()
+		state := "ok"
+		if !ok {
+			state = "failing"
+		}
+		return c.JSON(fiber.Map{"status": "ready", "audit": fiber.Map{"status": state, "detail": detail}})
+	}
+	return c.JSON(fiber.Map{"status": "ready"})
+}
+
+// writeRequest answers with a representation, its ETag and no caching. The
+// body is what encoding/json makes of r (wire.AppendRequest, without
+// reflection), built in a pooled buffer and copied into the response.
+func (s *Server) writeRequest(c *fiber.Ctx, status int, r *domain.Request) error {
+	bp := s.bufs.Get().(*[]byte)
+	defer s.bufs.Put(bp)
+	body, err := wire.AppendRequest((*bp)[:0], r)
+	if err != nil {
+		return err
+	}
+	if cap(body) <= maxPooledBuf {
+		*bp = body
+	}
+	var tag [22]byte
+	setCanonical(c, canonETag, appendETag(tag[:0], r.Version))
+	setCanonical(c, canonCacheControl, []byte("no-store"))
+	c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
+	c.Status(status).Response().SetBody(body) // copies: the buffer goes back to the pool
+	return nil
+}
+
+// Response header names in the form fasthttp normalises them to (c.Set with
+// fiber.HeaderETag writes "Etag"), for setCanonical.
+const (
+	canonETag         = "Etag"
+	canonCacheControl = "Cache-Control"
+	canonRetryAfter   = "Retry-After"
+	canonRequestID    = "X-Request-Id"
+)
+
+// setCanonical is c.Set for a name already normalised, without c.Set's copy
+// and normalisation of the name and its string value: the headers of every
+// answer took ~10% of a poll's CPU.
+func setCanonical(c *fiber.Ctx, name string, value []byte) {
+	c.Response().Header.SetCanonical([]byte(name), value)
+}
+
+// appendETag appends etag(version).
+func appendETag(b []byte, version int64) []byte {
+	return append(strconv.AppendInt(append(b, '"'), version, 10), '"')
+}
+
+// maxPooledBuf bounds the buffers kept in the server's pools.
+const maxPooledBuf = 64 << 10
+
+func etag(version int64) string { return string(appendETag(nil, version)) }
+
+// saneHost reports whether host (a Host header) can go into a URL we hand out:
+// what the pattern ^[A-Za-z0-9.\-]+(:[0-9]{1,5})?$|^\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$
+// matches, without the regexp (~5% of a create's CPU).
+func saneHost(host string) bool {
+	name, rest := host, ""
+	if strings.HasPrefix(host, "[") {
+		end := strings.IndexByte(host, ']')
+		if end < 0 {
+			return false
+		}
+		name, rest = host[1:end], host[end+1:]
+		if !allIn(name, isHexColonDot) {
+			return false
+		}
+	} else {
+		if i := strings.IndexByte(host, ':'); i >= 0 {
+			name, rest = host[:i], host[i:]
+		}
+		if !allIn(name, isNameByte) {
+			return false
+		}
+	}
+	if rest == "" {
+		return true
+	}
+	port := rest[1:]
+	return rest[0] == ':' && len(port) <= 5 && allIn(port, isDigit)
+}
+
+// allIn reports whether s is not empty and every byte of it is in the class.
+func allIn(s string, in func(byte) bool) bool {
+	for i := 0; i < len(s); i++ {
+		if !in(s[i]) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+func isNameByte(c byte) bool {
+	return isDigit(c) || c|0x20 >= 'a' && c|0x20 <= 'z' || c == '.' || c == '-'
+}
+func isHexColonDot(c byte) bool {
+	return isDigit(c) || c|0x20 >= 'a' && c|0x20 <= 'f' || c == ':' || c == '.'
+}
+
+// requestURL is the absolute URL of a request's status monitor.
+func (s *Server) requestURL(c *fiber.Ctx, id string) string {
+	base := strings.TrimRight(s.opts.PublicURL, "/")
+	if base == "" {
+		host := c.Hostname()
+		if !saneHost(host) {
+			host = "localhost"
+		}
+		base = c.Protocol() + "://" + host
+	}
+	return base + "/v1/requests/" + id
+}
+
+func (s *Server) schedule(typ string) []int {
+	if v, ok := s.opts.ScheduleByType[typ]; ok && len(v) > 0 {
+		return v
+	}
+	return s.opts.Schedule
+}
+
+// createRetryAfter is the estimate clamped into the schedule's range, else its first step.
+func (s *Server) createRetryAfter(in domain.CreateInput) int {
+	steps := s.schedule(in.Type)
+	if in.EstimatedDurationSeconds == 0 {
+		return steps[0]
+	}
+	lo, hi := steps[0], steps[0]
+	for _, x := range steps {
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	return min(max(in.EstimatedDurationSeconds, lo), hi)
+}
+
+func (s *Server) create(c *fiber.Ctx) error {
+	body, err := s.jsonBody(c)
+	if err != nil {
+		return err
+	}
+	ik, err := idempotencyKey(c)
+	if err != nil {
+		return err
+	}
+	in, err := wire.DecodeCreate(body, s.opts.Limits)
+	if err != nil {
+		return err
+	}
+	p := principal(c)
+	r, _, err := s.reqs.Create(c.UserContext(), domain.CreateParams{Tenant: p.Tenant, CreatedBy: p.KeyID, Input: in, IdemKey: ik})
+	if err != nil {
+		return err
+	}
+	r.PollToken = s.auth.PollToken(p.Tenant, r.ID)
+	u := s.requestURL(c, r.ID)
+	c.Set(fiber.HeaderLocation, u)
+	c.Set("Operation-Location", u)
+	if !r.Done {
+		retryAfter(c, s.createRetryAfter(in))
+	}
+	return s.writeRequest(c, fiber.StatusAccepted, r)
+}
+
+// poll answers GET /v1/requests/{id}: a long poll with Prefer: wait (wait.go),
+// else an ordinary paced poll.
+func (s *Server) poll(c *fiber.Ctx) error {
+	if s.opts.Waits != nil {
+		if n, ok := preferWait(c.Request().Header.PeekAll("Prefer")); ok {
+			return s.longPoll(c, n)
+		}
+	}
+	return s.pacedPoll(c)
+}
+
+func (s *Server) pacedPoll(c *fiber.Ctx) error {
+	res, err := s.reqs.Poll(c.UserContext(), s.pollParams(c, true))
+	if res.Rate != nil {
+		setRateHeaders(c, res.Rate)
+	}
+	if err != nil {
+		return err
+	}
+	r := res.Request
+	if res.RetryAfter > 0 {
+		retryAfter(c, res.RetryAfter)
+	}
+	if match := c.Get(fiber.HeaderIfNoneMatch); match != "" && etagMatches(match, r.Version) {
+		c.Set(fiber.HeaderETag, etag(r.Version))
+		c.Set(fiber.HeaderCacheControl, "no-store")
+		return c.SendStatus(fiber.StatusNotModified)
+	}
+	return s.writeRequest(c, fiber.StatusOK, r)
+}
+
+// setRateHeaders writes the RateLimit-* headers of a limit counted by the store.
+func setRateHeaders(c *fiber.Ctx, r *domain.RateInfo) {
+	reset := max(int64((time.Until(r.Reset)+time.Second-1)/time.Second), 0)
+	c.Set("RateLimit-Limit", strconv.FormatInt(r.Limit, 10))
+	c.Set("RateLimit-Remaining", strconv.FormatInt(max(r.Remaining, 0), 10))
+	c.Set("RateLimit-Reset", strconv.FormatInt(reset, 10))
+}
+
+// etagMatches implements If-None-Match's weak comparison over a list, and "*".
+func etagMatches(header string, version int64) bool {
+	want := etag(version)
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimSpace(t)
+		if t == "*" || strings.TrimPrefix(t, "W/") == want {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) events(c *fiber.Ctx) error {
+	p := principal(c)
+	evs, err := s.reqs.Events(c.UserContext(), p.Tenant, c.Params("id"))
+	if err != nil {
+		return err
+	}
+	if evs == nil {
+		evs = []domain.Event{}
+	}
+	body, err := s.json.Marshal(fiber.Map{"items": evs})
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Send(body)
+}
+
+// transitionParams reads what every transition needs.
+func (s *Server) transitionParams(c *fiber.Ctx) ([]byte, domain.TransitionParams, error) {
+	body, err := s.jsonBody(c)
+	if err != nil {
+		return nil, domain.TransitionParams{}, err
+	}
+	ik, err := idempotencyKey(c)
+	if err != nil {
+		return nil, domain.TransitionParams{}, err
+	}
+	p := principal(c)
+	return body, domain.TransitionParams{Tenant: p.Tenant, ID: c.Params("id"), By: p.KeyID, IdemKey: ik}, nil
+}
+
+// transition runs one transition handler: read, decode, apply, answer 200.
+func transition[In any](s *Server, c *fiber.Ctx, decode func([]byte) (In, error),
+	apply func(tp domain.TransitionParams, in In) (*domain.Request, error)) error {
+	body, tp, err := s.transitionParams(c)
+	if err != nil {
+		return err
+	}
+	in, err := decode(body)
+	if err != nil {
+		return err
+	}
+	r, err := apply(tp, in)
+	if err != nil {
+		return err
+	}
+	return s.writeRequest(c, fiber.StatusOK, r)
+}
+
+func (s *Server) processing(c *fiber.Ctx) error {
+	return transition(s, c, wire.DecodeProgress, func(tp domain.TransitionParams, in domain.ProgressInput) (*domain.Request, error) {
+		return s.reqs.MarkProcessing(c.UserContext(), tp, in)
+	})
+}
+
+func (s *Server) complete(c *fiber.Ctx) error {
+	decode := func(b []byte) (domain.CompleteInput, error) { return wire.DecodeComplete(b, s.opts.Limits) }
+	return transition(s, c, decode, func(tp domain.TransitionParams, in domain.CompleteInput) (*domain.Request, error) {
+		return s.reqs.Complete(c.UserContext(), tp, in)
+	})
+}
+
+func (s *Server) fail(c *fiber.Ctx) error {
+	return transition(s, c, wire.DecodeFail, func(tp domain.TransitionParams, in domain.FailInput) (*domain.Request, error) {
+		return s.reqs.Fail(c.UserContext(), tp, in)
+	})
+}
+
+func (s *Server) cancel(c *fiber.Ctx) error {
+	return transition(s, c, wire.DecodeCancel, func(tp domain.TransitionParams, in domain.CancelInput) (*domain.Request, error) {
+		return s.reqs.Cancel(c.UserContext(), tp, in)
+	})
+}
+
+func (s *Server) remove(c *fiber.Ctx) error {
+	p := principal(c)
+	if err := s.reqs.DeleteBy(c.UserContext(), p.Tenant, c.Params("id"), p.KeyID); err != nil {
+		return err
+	}
+	return c.SendStatus(fiber.StatusNoContent)
+}

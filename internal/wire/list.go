@@ -1,0 +1,104 @@
+package wire
+
+import (
+	"github.com/asyncstatus/asyncstatus/internal/domain"
+
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// listParams are the query parameters GET /v1/requests accepts.
+var listParams = map[string]bool{"type": true, "status": true, "created_after": true,
+	"created_before": true, "limit": true, "cursor": true}
+
+// DecodeListQuery validates the query of GET /v1/requests. values holds every
+// value each parameter was given, in order. An empty value counts as absent;
+// status may be comma-separated and repeated; the other parameters may be given
+// once; unknown parameters are refused like unknown body members, so that a typo
+// ("stauts") is not silently a listing of everything.
+func DecodeListQuery(values map[string][]string) (domain.ListFilter, error) {
+	var v validator
+	names := make([]string, 0, len(values))
+	for name := range values {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if !listParams[name] {
+			v.add(name, "unknown query parameter (known: type, status, created_after, created_before, limit, cursor)")
+		} else if name != "status" && len(nonEmpty(values[name])) > 1 {
+			v.add(name, "must be given at most once")
+		}
+	}
+	f := domain.ListFilter{Limit: domain.DefaultListLimit}
+	if t := first(values["type"]); t != "" {
+		if !domain.ValidType(t) {
+			v.add("type", "must match %s", domain.TypePattern)
+		}
+		f.Type = t
+	}
+	seen := map[domain.Status]bool{}
+	for _, raw := range nonEmpty(values["status"]) {
+		for _, s := range strings.Split(raw, ",") {
+			st := domain.Status(strings.ToLower(strings.TrimSpace(s)))
+			if !st.Valid() {
+				v.add("status", "%q is not a status (queued, processing, succeeded, failed, cancelled, expired)", s)
+				continue
+			}
+			if !seen[st] {
+				seen[st] = true
+				f.Statuses = append(f.Statuses, st)
+			}
+		}
+	}
+	sort.Slice(f.Statuses, func(i, j int) bool { return f.Statuses[i] < f.Statuses[j] })
+	f.CreatedAfter = listTime(&v, "created_after", first(values["created_after"]))
+	f.CreatedBefore = listTime(&v, "created_before", first(values["created_before"]))
+	if f.CreatedAfter != nil && f.CreatedBefore != nil && f.CreatedBefore.Before(*f.CreatedAfter) {
+		v.add("created_before", "must not be before created_after")
+	}
+	if l := first(values["limit"]); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > domain.MaxListLimit {
+			v.add("limit", "must be an integer from 1 to %d", domain.MaxListLimit)
+		}
+		f.Limit = n
+	}
+	f.Cursor = first(values["cursor"])
+	if len(v.errs) > 0 {
+		return domain.ListFilter{}, &domain.Error{Code: domain.ValidationFailed, Message: "The query is not valid.", Fields: v.errs}
+	}
+	return f, nil
+}
+
+func nonEmpty(vs []string) []string {
+	var out []string
+	for _, s := range vs {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func first(vs []string) string {
+	if ne := nonEmpty(vs); len(ne) > 0 {
+		return ne[0]
+	}
+	return ""
+}
+
+func listTime(v *validator, field, raw string) *time.Time {
+	if raw == "" {
+		return nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, raw)
+	if err != nil {
+		v.add(field, "must be an RFC 3339 time, e.g. 2026-11-29T10:00:00Z")
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
