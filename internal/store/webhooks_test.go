@@ -255,7 +255,7 @@ func TestClaimStaleWalksThePendingList(t *testing.T) {
 		f := newFixture(t, b, nil)
 		f.mustSaveWebhook(t, "acme", "ep_1", domain.EventCreated)
 		for i := 0; i < 31; i++ {
-			f.mustCreate(t, "acme", "t.a")
+			f.mustCreateIn0(t, "acme", "t.a") // one stream: shard 0's
 		}
 		busy, err := f.s.ReadOutbox(ctx, "busy", map[string]int{"acme": 30})
 		if err != nil || len(busy) != 30 {
