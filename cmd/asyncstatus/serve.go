@@ -92,7 +92,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, un
 		}
 	}
 
-	limiter, err := newRateLimiter(ctx, cfg, b.rdb, log)
+	limiter, err := newRateLimiter(ctx, cfg, b.rdb, log, m)
 	if err != nil {
 		return fmt.Errorf("rate limits: %w", err)
 	}
@@ -204,6 +204,5 @@ func httpOptions(cfg config.Config) httpapi.Options {
 		CORSOrigins: cfg.HTTP.CORS.AllowedOrigins}
 	so := storeOptions(cfg)
 	o.Schedule, o.ScheduleByType = so.Schedule, so.ScheduleByType
-	o.PollRateInStore = so.PollRate != nil
 	return o
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/buildinfo"
 	"github.com/asyncstatus/asyncstatus/internal/config"
 	"github.com/asyncstatus/asyncstatus/internal/metrics"
-	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
 	"github.com/asyncstatus/asyncstatus/internal/store"
 	"github.com/asyncstatus/asyncstatus/internal/webhook"
 )
@@ -164,15 +163,11 @@ func storeOptions(cfg config.Config) store.Options {
 	for t, s := range cfg.Polling.ByType {
 		o.ScheduleByType[t] = secs(s)
 	}
-	// The poll script counts the read limits itself, in the poll's one round trip,
-	// on the limiter's own counters (the rates were validated with the config).
-	if cfg.RateLimit.Enabled {
-		cr, err1 := ratelimit.ParseRate(cfg.RateLimit.Read)
-		tr, err2 := ratelimit.ParseRate(cfg.RateLimit.Tenant)
-		if err1 == nil && err2 == nil {
-			o.PollRate = &store.PollRate{CredentialLimit: cr.Limit, CredentialWindow: cr.Period,
-				TenantLimit: tr.Limit, TenantWindow: tr.Period}
-		}
+	// The scripts count the rate limits of the calls they serve, in the call's
+	// own round trip, on the limiter's own counters (the rates were validated
+	// with the config); the HTTP layer asks the store which scopes it counts.
+	if r, err := rateLimits(cfg); err == nil && r != nil {
+		o.RateLimits = r
 	}
 	return o
 }

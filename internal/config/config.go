@@ -147,13 +147,16 @@ type Polling struct {
 type RateLimit struct {
 	// Enabled switches all rate limits. default: true.
 	Enabled bool `yaml:"enabled"`
-	// Read, Write, Admin: per credential, by the scope the route needs. defaults: 50-S, 20-S, 5-S.
+	// Read, Write, Admin: per credential, by the scope the route needs. defaults:
+	// 50-S, 10000-S, 5-S (docs/pacing.md says why).
 	Read  string `yaml:"read"`
 	Write string `yaml:"write"`
 	Admin string `yaml:"admin"`
-	// Tenant: all credentials of one tenant together. default: 500-S.
+	// Tenant: all credentials of one tenant together. default: 20000-S.
 	Tenant string `yaml:"tenant"`
-	// Timeout: a limiter call slower than this fails open. default: 50ms.
+	// Timeout bounds the HTTP layer's limiter (the calls the scripts do not
+	// count themselves): a slower read is let through uncounted, a slower write
+	// or admin call answers 503. default: 200ms.
 	Timeout time.Duration `yaml:"timeout"`
 }
 

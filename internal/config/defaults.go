@@ -33,10 +33,10 @@ func Defaults() Config {
 		RateLimit: RateLimit{
 			Enabled: true,
 			Read:    "50-S",
-			Write:   "20-S",
+			Write:   "10000-S",
 			Admin:   "5-S",
-			Tenant:  "500-S",
-			Timeout: 50 * time.Millisecond,
+			Tenant:  "20000-S",
+			Timeout: 200 * time.Millisecond,
 		},
 		Lifecycle: Lifecycle{
 			QueuedTimeout:     24 * time.Hour,

@@ -214,6 +214,10 @@ type CreateParams struct {
 	CreatedBy string
 	Input     CreateInput
 	IdemKey   IdempotencyKey // "" when absent
+	// Credential names the rate-limit counter the call is counted on (the API
+	// key id); "": not counted. Rate, when set, receives the counted limit.
+	Credential string
+	Rate       *RateInfo
 }
 
 // TransitionParams name the request and caller of a transition.
@@ -222,6 +226,10 @@ type TransitionParams struct {
 	ID      string
 	By      string // key id
 	IdemKey IdempotencyKey
+	// Credential names the rate-limit counter the call is counted on (the API
+	// key id); "": not counted. Rate, when set, receives the counted limit.
+	Credential string
+	Rate       *RateInfo
 }
 
 // PollParams name a poll: who reads which request.

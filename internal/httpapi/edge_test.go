@@ -16,6 +16,7 @@ import (
 
 	"github.com/asyncstatus/asyncstatus/internal/auth"
 	"github.com/asyncstatus/asyncstatus/internal/httpapi"
+	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
 	"github.com/asyncstatus/asyncstatus/internal/store"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
@@ -245,12 +246,16 @@ func TestEmptyIdempotencyKey(t *testing.T) {
 // headers, with the read limits counted by the middleware and by the poll
 // script alike.
 func TestNotFoundHeaderParity(t *testing.T) {
-	for _, inStore := range []bool{false, true} {
-		t.Run(fmt.Sprintf("poll rate in store %v", inStore), func(t *testing.T) {
+	for _, mode := range []string{"poll rate in store false", "poll rate in store true", "every rate in store"} {
+		inStore := mode != "poll rate in store false"
+		t.Run(mode, func(t *testing.T) {
 			e := newEnv(t, nil)
 			so := store.Options{Now: e.clock.Now, Retention: time.Hour, OpTimeout: 5 * time.Second, EarlyTolerance: 0.2}
 			if inStore {
-				so.PollRate = &store.PollRate{CredentialLimit: 1000, CredentialWindow: time.Minute, TenantLimit: 1000, TenantWindow: time.Minute}
+				so.RateLimits = &ratelimit.Rates{Read: ratelimit.Rate{Limit: 1000, Period: time.Minute}, Tenant: ratelimit.Rate{Limit: 1000, Period: time.Minute}}
+				if mode == "every rate in store" {
+					so.RateLimits.Write, so.RateLimits.Admin = so.RateLimits.Read, so.RateLimits.Read
+				}
 			}
 			st, err := store.New(e.rdb, so)
 			if err != nil {
@@ -258,7 +263,7 @@ func TestNotFoundHeaderParity(t *testing.T) {
 			}
 			e.st = st
 			e.srv = httpapi.New(st, auth.New(st, []byte("0123456789abcdef0123456789abcdef"), time.Minute, e.clock.Now),
-				&fakeLimiter{left: 1000}, httpapi.Options{PollRateInStore: inStore}, nil)
+				&fakeLimiter{left: 1000}, httpapi.Options{}, nil)
 
 			mine, tok := e.mustCreate("acme-rw")
 			foreign, foreignTok := e.mustCreate("globex-rw")

@@ -175,7 +175,10 @@ func (s *Server) create(c *fiber.Ctx) error {
 		return err
 	}
 	p := principal(c)
-	r, _, err := s.reqs.Create(c.UserContext(), domain.CreateParams{Tenant: p.Tenant, CreatedBy: p.KeyID, Input: in, IdemKey: ik})
+	rate := s.countedRate(c)
+	r, _, err := s.reqs.Create(c.UserContext(), domain.CreateParams{Tenant: p.Tenant, CreatedBy: p.KeyID, Input: in, IdemKey: ik,
+		Credential: rateCredential(p), Rate: rate})
+	setCountedRate(c, rate)
 	if err != nil {
 		return err
 	}
@@ -269,7 +272,8 @@ func (s *Server) transitionParams(c *fiber.Ctx) ([]byte, domain.TransitionParams
 		return nil, domain.TransitionParams{}, err
 	}
 	p := principal(c)
-	return body, domain.TransitionParams{Tenant: p.Tenant, ID: c.Params("id"), By: p.KeyID, IdemKey: ik}, nil
+	return body, domain.TransitionParams{Tenant: p.Tenant, ID: c.Params("id"), By: p.KeyID, IdemKey: ik,
+		Credential: rateCredential(p), Rate: s.countedRate(c)}, nil
 }
 
 // transition runs one transition handler: read, decode, apply, answer 200.
@@ -284,6 +288,7 @@ func transition[In any](s *Server, c *fiber.Ctx, decode func([]byte) (In, error)
 		return err
 	}
 	r, err := apply(tp, in)
+	setCountedRate(c, tp.Rate)
 	if err != nil {
 		return err
 	}
@@ -317,7 +322,11 @@ func (s *Server) cancel(c *fiber.Ctx) error {
 
 func (s *Server) remove(c *fiber.Ctx) error {
 	p := principal(c)
-	if err := s.reqs.DeleteBy(c.UserContext(), p.Tenant, c.Params("id"), p.KeyID); err != nil {
+	rate := s.countedRate(c)
+	err := s.reqs.Remove(c.UserContext(), domain.TransitionParams{Tenant: p.Tenant, ID: c.Params("id"), By: p.KeyID,
+		Credential: rateCredential(p), Rate: rate})
+	setCountedRate(c, rate)
+	if err != nil {
 		return err
 	}
 	return c.SendStatus(fiber.StatusNoContent)

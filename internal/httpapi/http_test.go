@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -22,6 +21,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/buildinfo"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/httpapi"
+	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
 	"github.com/asyncstatus/asyncstatus/internal/store"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
@@ -625,17 +625,22 @@ type fakeLimiter struct {
 	calls []string
 }
 
-func (f *fakeLimiter) Allow(_ context.Context, tenant, keyID, scope string) httpapi.RateDecision {
+func (f *fakeLimiter) Allow(ctx context.Context, tenant, keyID, scope string) ratelimit.Decision {
+	d, _ := f.Count(ctx, tenant, keyID, scope)
+	return d
+}
+
+func (f *fakeLimiter) Count(_ context.Context, tenant, keyID, scope string) (ratelimit.Decision, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, tenant+"/"+keyID+"/"+scope)
 	f.left--
-	h := map[string]string{"RateLimit-Limit": "2", "RateLimit-Remaining": fmt.Sprint(max(f.left, 0)), "RateLimit-Reset": "7"}
+	// RateLimit-Reset 7: the HTTP layer rounds the seconds left up
+	d := ratelimit.Decision{Allowed: true, Limit: 2, Remaining: int64(max(f.left, 0)), Reset: time.Now().Add(6500 * time.Millisecond)}
 	if f.left < 0 {
-		h["Retry-After"] = "7"
-		return httpapi.RateDecision{Allowed: false, Headers: h, RetryAfter: 7}
+		d.Allowed, d.RetryAfter = false, 7*time.Second
 	}
-	return httpapi.RateDecision{Allowed: true, Headers: h}
+	return d, nil
 }
 
 func TestRateLimitHeaders(t *testing.T) {

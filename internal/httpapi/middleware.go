@@ -7,11 +7,13 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/utils"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
 )
 
 const (
@@ -33,6 +35,8 @@ type reqState struct {
 	// was streamed, in a buffer of the server's pool.
 	bodyRead bool
 	body     *[]byte
+	// rate receives the rate limit a store call counted (countedParams).
+	rate domain.RateInfo
 }
 
 // withState is the first middleware: it gives the request its state and id,
@@ -125,10 +129,9 @@ func saneToken(v string, max int) bool {
 	return true
 }
 
-// principal is the authenticated caller; zero before authentication.
 // rateCredential names whom a rate limit counts: the API key id, or "pt:" and
-// the request a poll token is for. The middleware's limiter and the poll
-// script (PollRateInStore) count on the same names, so the same counters.
+// the request a poll token is for. The middleware's limiter and the store's
+// scripts count on the same names, so the same counters.
 func rateCredential(p domain.Principal) string {
 	if p.KeyID != "" {
 		return p.KeyID
@@ -136,6 +139,7 @@ func rateCredential(p domain.Principal) string {
 	return "pt:" + p.PollTokenFor
 }
 
+// principal is the authenticated caller; zero before authentication.
 func principal(c *fiber.Ctx) domain.Principal {
 	if st, ok := c.Locals(localState).(*reqState); ok {
 		return st.principal
@@ -149,13 +153,32 @@ func (s *Server) authed(need domain.Scopes, pollToken bool) fiber.Handler {
 	return s.authenticate(need, pollToken, s.limit)
 }
 
-// authedPoll is authed for the poll route, whose rate limits the store may count
-// inside the poll's own round trip.
-func (s *Server) authedPoll() fiber.Handler {
-	if s.opts.PollRateInStore {
-		return s.authenticate(domain.ScopeRead, true, nil)
+// authedCounted is authed for a route whose store call counts the rate limits
+// itself when the store says it does (Requests.CountsRateLimits): then the
+// middleware does not count it again.
+func (s *Server) authedCounted(need domain.Scopes, pollToken bool) fiber.Handler {
+	if s.reqs.CountsRateLimits(need.String()) {
+		return s.authenticate(need, pollToken, nil)
 	}
-	return s.authed(domain.ScopeRead, true)
+	return s.authed(need, pollToken)
+}
+
+// authedPoll is authedCounted for the poll route.
+func (s *Server) authedPoll() fiber.Handler { return s.authedCounted(domain.ScopeRead, true) }
+
+// countedRate is where a store call that counts the rate limits reports them
+// (domain.CreateParams.Rate, TransitionParams.Rate): the request's state.
+func (s *Server) countedRate(c *fiber.Ctx) *domain.RateInfo {
+	st := s.state(c)
+	st.rate = domain.RateInfo{}
+	return &st.rate
+}
+
+// setCountedRate writes the headers of what the store counted, if it did.
+func setCountedRate(c *fiber.Ctx, r *domain.RateInfo) {
+	if r.Limit > 0 {
+		setRateHeaders(c, r)
+	}
 }
 
 func (s *Server) authenticate(need domain.Scopes, pollToken bool, limit RateLimiter) fiber.Handler {
@@ -187,18 +210,39 @@ func (s *Server) authenticate(need domain.Scopes, pollToken bool, limit RateLimi
 		}
 		s.state(c).principal = p
 		if limit != nil {
-			d := limit.Allow(c.UserContext(), p.Tenant, rateCredential(p), scope)
-			for k, v := range d.Headers {
-				c.Set(k, v)
-			}
-			if !d.Allowed {
-				e := domain.Errorf(domain.RateLimited, "Too many requests; retry after %d s.", d.RetryAfter)
-				e.RetryAfterSeconds = max(d.RetryAfter, 1)
-				return e
+			if err := s.countCall(c, limit, p, need, scope); err != nil {
+				return err
 			}
 		}
 		return c.Next()
 	}
+}
+
+// countCall counts a call with the middleware's limiter and writes its
+// headers. Reads may pass uncounted when the limiter's store fails (Allow
+// fails open: the read itself then meets the same Redis); writes and admin
+// calls may not (Count): they answer 503 BACKEND_UNAVAILABLE.
+func (s *Server) countCall(c *fiber.Ctx, limit RateLimiter, p domain.Principal, need domain.Scopes, scope string) error {
+	var d ratelimit.Decision
+	if need == domain.ScopeRead {
+		d = limit.Allow(c.UserContext(), p.Tenant, rateCredential(p), scope)
+	} else {
+		var err error
+		if d, err = limit.Count(c.UserContext(), p.Tenant, rateCredential(p), scope); err != nil {
+			return &domain.Error{Code: domain.BackendUnavailable, Message: "The status store is unavailable; retry later.",
+				RetryAfterSeconds: 1, Err: err}
+		}
+	}
+	if d.Limit > 0 {
+		setRateHeaders(c, &domain.RateInfo{Limit: d.Limit, Remaining: d.Remaining, Reset: d.Reset})
+	}
+	if !d.Allowed {
+		wait := int(max((d.RetryAfter+time.Second-1)/time.Second, 1))
+		e := domain.Errorf(domain.RateLimited, "Too many requests; retry after %d s.", wait)
+		e.RetryAfterSeconds = wait
+		return e
+	}
+	return nil
 }
 
 func bearer(h string) (string, bool) {

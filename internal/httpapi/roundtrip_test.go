@@ -7,6 +7,7 @@ import (
 
 	"github.com/asyncstatus/asyncstatus/internal/auth"
 	"github.com/asyncstatus/asyncstatus/internal/httpapi"
+	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
 	"github.com/asyncstatus/asyncstatus/internal/store"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
@@ -100,15 +101,81 @@ func TestEarlyPollWithRateLimitsCarriesHeaders(t *testing.T) {
 // counts the other scopes.
 func envWithPollRate(t *testing.T, credLimit int64) (*env, *fakeLimiter) {
 	t.Helper()
+	return envWithRates(t, &ratelimit.Rates{Read: ratelimit.Rate{Limit: credLimit, Period: time.Minute}, Tenant: ratelimit.Rate{Limit: 100, Period: time.Minute}})
+}
+
+// envWithRates is an env whose scripts count rates; the middleware's limiter
+// (returned, 100 calls) counts the scopes they do not.
+func envWithRates(t *testing.T, rates *ratelimit.Rates) (*env, *fakeLimiter) {
+	t.Helper()
 	e := newEnv(t, nil)
-	st, err := store.New(e.rdb, store.Options{Now: e.clock.Now, EarlyTolerance: 0.2,
-		PollRate: &store.PollRate{CredentialLimit: credLimit, CredentialWindow: time.Minute, TenantLimit: 100, TenantWindow: time.Minute}})
+	st, err := store.New(e.rdb, store.Options{Now: e.clock.Now, EarlyTolerance: 0.2, RateLimits: rates})
 	if err != nil {
 		t.Fatal(err)
 	}
 	lim := &fakeLimiter{left: 100}
 	e.st = st
 	e.srv = httpapi.New(st, auth.New(st, []byte("0123456789abcdef0123456789abcdef"), time.Minute, e.clock.Now), lim,
-		httpapi.Options{PollRateInStore: true}, nil)
+		httpapi.Options{}, nil)
 	return e, lim
+}
+
+// TestOneRoundTripPerWriteWithRateLimits: with every limit counted by the
+// scripts, a create, a transition and a delete are each one Redis round trip,
+// counted or refused, carry RateLimit-* from the store, and never reach the
+// middleware's limiter; a refused call changes nothing.
+func TestOneRoundTripPerWriteWithRateLimits(t *testing.T) {
+	minute := func(n int64) ratelimit.Rate { return ratelimit.Rate{Limit: n, Period: time.Minute} }
+	e, lim := envWithRates(t, &ratelimit.Rates{Read: minute(100), Write: minute(4), Admin: minute(2), Tenant: minute(100)})
+	first, _ := e.mustCreate("acme-rw") // warms the key cache and the tenant registry
+	// warm the scripts (a first call may need EVAL) and the admin key: each counted
+	e.call("POST", "/v1/requests/"+first+"/processing", "", e.as("acme-rw")...)
+	e.call("DELETE", "/v1/requests/00000000-0000-7000-8000-000000000000", "", e.as("acme-admin")...) // 404
+	c := &testenv.RoundTrips{}
+	e.rdb.AddHook(c)
+	call := func(name, method, path, body string, hdr []string, want int) resp {
+		t.Helper()
+		before := c.Trips.Load()
+		r := e.call(method, path, body, hdr...)
+		if r.code != want {
+			t.Fatalf("%s: %d %s, want %d", name, r.code, r.body, want)
+		}
+		if got := c.Trips.Load() - before; got != 1 {
+			t.Fatalf("%s: %d Redis round trips, want 1", name, got)
+		}
+		return r
+	}
+	r := call("create", "POST", "/v1/requests", `{"type":"x"}`, e.as("acme-rw"), 202)
+	if r.h.Get("RateLimit-Limit") != "4" || r.h.Get("RateLimit-Remaining") != "1" || r.h.Get("RateLimit-Reset") == "" {
+		t.Fatalf("create headers %v", r.h)
+	}
+	second := r.json(t)["id"].(string)
+	r = call("processing", "POST", "/v1/requests/"+first+"/processing", "", e.as("acme-rw"), 200)
+	if r.h.Get("RateLimit-Remaining") != "0" {
+		t.Fatalf("processing headers %v", r.h)
+	}
+	r = call("refused create", "POST", "/v1/requests", `{"type":"x"}`, e.as("acme-rw"), 429)
+	wantProblem(t, r, 429, "RATE_LIMITED")
+	if r.h.Get("Retry-After") == "" || r.h.Get("RateLimit-Limit") != "4" || r.h.Get("RateLimit-Remaining") != "0" {
+		t.Fatalf("refused create headers %v", r.h)
+	}
+	wantProblem(t, call("refused complete", "POST", "/v1/requests/"+second+"/complete", `{"result_type":"answer","result":{}}`,
+		e.as("acme-rw"), 429), 429, "RATE_LIMITED")
+	if got := e.call("GET", "/v1/requests/"+second, "", e.as("acme-r")...); got.code != 200 || got.json(t)["status"] != "queued" {
+		t.Fatalf("the refused complete changed the request: %d %s", got.code, got.body)
+	}
+	r = call("delete", "DELETE", "/v1/requests/"+first, "", e.as("acme-admin"), 204)
+	if r.h.Get("RateLimit-Limit") != "2" || r.h.Get("RateLimit-Remaining") != "0" {
+		t.Fatalf("delete headers %v", r.h)
+	}
+	wantProblem(t, call("refused delete", "DELETE", "/v1/requests/"+second, "", e.as("acme-admin"), 429), 429, "RATE_LIMITED")
+	e.clock.Add(2 * time.Second) // past the pacing of the last poll
+	if got := e.call("GET", "/v1/requests/"+second, "", e.as("acme-r")...); got.code != 200 {
+		t.Fatalf("the refused delete removed the request: %d", got.code)
+	}
+	for _, c := range lim.calls {
+		if !strings.HasSuffix(c, "/read") {
+			t.Fatalf("the middleware limiter counted a write or admin call: %v", lim.calls)
+		}
+	}
 }

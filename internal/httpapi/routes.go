@@ -19,18 +19,18 @@ func (s *Server) routes() {
 	a.Get("/openapi.json", s.openapi)
 
 	v1 := a.Group("/v1")
-	v1.Post("/requests", s.authed(domain.ScopeWrite, false), s.create)
+	v1.Post("/requests", s.authedCounted(domain.ScopeWrite, false), s.create)
 	v1.Get("/requests", s.authed(domain.ScopeRead, false), s.list) // API keys only: poll tokens cannot list
 	v1.Get("/requests/:id", s.authedPoll(), s.poll)
 	v1.Get("/requests/:id/events", s.authed(domain.ScopeRead, true), s.events)
 	if s.opts.Waits != nil { // spec §12 (stream.go)
 		v1.Get("/requests/:id/stream", streamHeaders, s.authedStream(), s.stream)
 	}
-	v1.Post("/requests/:id/processing", s.authed(domain.ScopeWrite, false), s.processing)
-	v1.Post("/requests/:id/complete", s.authed(domain.ScopeWrite, false), s.complete)
-	v1.Post("/requests/:id/fail", s.authed(domain.ScopeWrite, false), s.fail)
-	v1.Post("/requests/:id/cancel", s.authed(domain.ScopeWrite, false), s.cancel)
-	v1.Delete("/requests/:id", s.authed(domain.ScopeAdmin, false), s.remove)
+	v1.Post("/requests/:id/processing", s.authedCounted(domain.ScopeWrite, false), s.processing)
+	v1.Post("/requests/:id/complete", s.authedCounted(domain.ScopeWrite, false), s.complete)
+	v1.Post("/requests/:id/fail", s.authedCounted(domain.ScopeWrite, false), s.fail)
+	v1.Post("/requests/:id/cancel", s.authedCounted(domain.ScopeWrite, false), s.cancel)
+	v1.Delete("/requests/:id", s.authedCounted(domain.ScopeAdmin, false), s.remove)
 
 	if s.opts.Webhooks != nil { // webhooks.enabled (spec §10; webhooks.go)
 		v1.Post("/webhooks", s.authed(domain.ScopeAdmin, false), s.registerWebhook)

@@ -16,6 +16,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/buildinfo"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/metrics"
+	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
 )
 
 // Requests is what the HTTP layer needs of the request store.
@@ -28,9 +29,15 @@ type Requests interface {
 	Complete(ctx context.Context, p domain.TransitionParams, in domain.CompleteInput) (*domain.Request, error)
 	Fail(ctx context.Context, p domain.TransitionParams, in domain.FailInput) (*domain.Request, error)
 	Cancel(ctx context.Context, p domain.TransitionParams, in domain.CancelInput) (*domain.Request, error)
-	// DeleteBy deletes a request; by (the caller's key id) goes into the audit trail.
-	DeleteBy(ctx context.Context, tenant, id, by string) error
+	// Remove deletes a request; p.By (the caller's key id) goes into the audit trail.
+	Remove(ctx context.Context, p domain.TransitionParams) error
 	Ready(ctx context.Context) error
+	// CountsRateLimits reports whether the store counts the calls of scope
+	// against the rate limits itself, in the call's own round trip (Create,
+	// the transitions and Poll take a Credential and report the counted limit
+	// in Rate). Those routes then skip the RateLimiter: the store's
+	// configuration is the one switch.
+	CountsRateLimits(scope string) bool
 }
 
 // Webhooks is what the HTTP layer needs to manage webhook endpoints (spec §10).
@@ -50,16 +57,14 @@ type Authenticator interface {
 	PollToken(tenant, id string) string
 }
 
-// RateDecision is a rate limiter's answer.
-type RateDecision struct {
-	Allowed    bool
-	Headers    map[string]string // RateLimit-* (and Retry-After when refused)
-	RetryAfter int
-}
-
-// RateLimiter counts authenticated calls; nil disables rate limiting.
+// RateLimiter counts the authenticated calls the store does not count itself
+// (Requests.CountsRateLimits); nil disables that. *ratelimit.Limiter is one.
+// Allow may let a call through uncounted when its store fails (fail open); the
+// read routes use it. Count answers the error instead; the write and admin
+// routes use it and answer 503, so that no write passes uncounted.
 type RateLimiter interface {
-	Allow(ctx context.Context, tenant, keyID, scope string) RateDecision
+	Allow(ctx context.Context, tenant, credential, scope string) ratelimit.Decision
+	Count(ctx context.Context, tenant, credential, scope string) (ratelimit.Decision, error)
 }
 
 // Options configure the server.
@@ -73,9 +78,6 @@ type Options struct {
 	// Schedule and ScheduleByType (whole seconds) bound the create answer's Retry-After.
 	Schedule       []int
 	ScheduleByType map[string][]int
-	// PollRateInStore: the store counts the read rate limits inside the poll's own
-	// round trip, so the poll route does not call the RateLimiter.
-	PollRateInStore bool
 	// ReadTimeout, WriteTimeout, IdleTimeout of connections.
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	// Metrics receives request, transition and refusal counts, and its registry is

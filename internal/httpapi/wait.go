@@ -113,9 +113,8 @@ func (s *Server) pollParams(c *fiber.Ctx, paced bool) domain.PollParams {
 			pp.Caller = "t"
 		}
 	}
-	if s.opts.PollRateInStore { // else counted by the middleware's limiter
-		pp.Credential = rateCredential(p)
-	}
+	// counted by the store when it counts reads (then the middleware does not)
+	pp.Credential = rateCredential(p)
 	return pp
 }
 

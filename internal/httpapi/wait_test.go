@@ -19,6 +19,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/auth"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/httpapi"
+	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
 	"github.com/asyncstatus/asyncstatus/internal/store"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
@@ -311,9 +312,9 @@ func TestLongPollCap(t *testing.T) {
 // TestLongPollCountsOnceAgainstTheRateLimit: a woken wait reads Redis twice
 // or more, but the read rate limit counts it once.
 func TestLongPollCountsOnceAgainstTheRateLimit(t *testing.T) {
-	p := newReplicaPair(t, testenv.Backends()[1], func(o *httpapi.Options) { o.PollRateInStore = true },
+	p := newReplicaPair(t, testenv.Backends()[1], nil,
 		func(o *store.Options) {
-			o.PollRate = &store.PollRate{CredentialLimit: 1000, CredentialWindow: time.Hour, TenantLimit: 10000, TenantWindow: time.Hour}
+			o.RateLimits = &ratelimit.Rates{Read: ratelimit.Rate{Limit: 1000, Period: time.Hour}, Tenant: ratelimit.Rate{Limit: 10000, Period: time.Hour}}
 		})
 	auth := []string{"Authorization", "Bearer " + p.reader}
 	id, _ := p.create(t)

@@ -102,8 +102,9 @@ type Metrics struct {
 	buildInfo   *prometheus.GaugeVec
 
 	mu    sync.Mutex
-	sweep func() SweepStats   // nil until WatchSweeper
-	hooks func() WebhookStats // nil until WatchWebhooks
+	sweep func() SweepStats     // nil until WatchSweeper
+	hooks func() WebhookStats   // nil until WatchWebhooks
+	rates func() RateLimitStats // nil until WatchRateLimiter
 
 	wait waitMetrics // wait.go
 
@@ -166,7 +167,8 @@ func New(reg *prometheus.Registry) (*Metrics, error) {
 		Help: "Always 1; the labels name the running build.",
 	}, []string{"version", "revision", "modified", "goversion"})
 	for _, c := range []prometheus.Collector{m.requests, m.duration, &transitionCollector{m}, m.throttled,
-		m.unavailable, m.scripts, m.embedded, m.buildInfo, &sweeperCollector{m}, &webhookCollector{m}} {
+		m.unavailable, m.scripts, m.embedded, m.buildInfo, &sweeperCollector{m}, &webhookCollector{m},
+		&rateCollector{m}} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: register: %w", err)
 		}

@@ -320,3 +320,24 @@ func BenchmarkRouteSeries(b *testing.B) {
 		})
 	})
 }
+
+// TestRateLimiter: the limiter's fail-opens and errors are on /metrics once a
+// limiter is watched.
+func TestRateLimiter(t *testing.T) {
+	m, reg := mustNew(t)
+	if strings.Contains(scrape(t, m), "asyncstatus_ratelimit_") {
+		t.Fatal("rate limiter series before a limiter is watched")
+	}
+	m.WatchRateLimiter(func() metrics.RateLimitStats { return metrics.RateLimitStats{FailedOpen: 1873, Errors: 4} })
+	want := `
+# HELP asyncstatus_ratelimit_failed_open_total Calls the rate limiter let through uncounted because Redis failed or was slower than ratelimit.timeout (reads only).
+# TYPE asyncstatus_ratelimit_failed_open_total counter
+asyncstatus_ratelimit_failed_open_total 1873
+# HELP asyncstatus_ratelimit_errors_total Calls refused with 503 because the rate limiter could not count them (Redis failed or was slower than ratelimit.timeout; writes and admin calls).
+# TYPE asyncstatus_ratelimit_errors_total counter
+asyncstatus_ratelimit_errors_total 4
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "asyncstatus_ratelimit_failed_open_total", "asyncstatus_ratelimit_errors_total"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,5 +1,8 @@
-// Package ratelimit applies the per-credential and per-tenant rate limits of
-// API v1 §5 with ulule/limiter on its Redis store.
+// Package ratelimit owns the rate policy of API v1 §5: the parsed rates
+// (Rates, which the store's scripts count for the calls they serve), the
+// spelling of the counters (CounterKeys), and a Limiter on ulule/limiter's
+// Redis store for the calls no script counts (events, listings, webhook
+// management; docs/pacing.md).
 //
 // Every Allow counts one request against two fixed windows (ulule's model: a
 // window starts at a key's first hit and lasts one period):
@@ -9,13 +12,17 @@
 //   - the tenant's budget, key <prefix>:{<tenant>}:rl:tenant
 //
 // Both keys carry the tenant hash tag, so they live on the tenant's cluster
-// slot. The tenant window is counted only when the credential window allows
-// the request: a credential that keeps hammering after being refused spends
-// only its own budget, not that of its sibling credentials.
+// slot; CounterKeys spells them, for this package and for the store's
+// scripts, which count the calls they serve themselves (docs/pacing.md). The
+// tenant window is counted only when the credential window allows the
+// request: a credential that keeps hammering after being refused spends only
+// its own budget, not that of its sibling credentials.
 //
-// Redis trouble never blocks traffic: a store error, or a store call slower
-// than Config.Timeout, lets the request through uncounted (fail open), counts
-// it in FailOpenCount and logs at most once a minute.
+// Allow never blocks traffic on Redis trouble: a store error, or a store call
+// slower than Config.Timeout, lets the request through uncounted (fail open),
+// counts it in FailOpenCount and logs at most once a minute. Count gives the
+// caller the error instead (ErrorCount), for the scopes that must not pass
+// uncounted.
 package ratelimit
 
 import (
@@ -44,6 +51,63 @@ const (
 // failOpenLogEvery bounds how often a failing store is logged.
 const failOpenLogEvery = time.Minute
 
+// CounterKeys spells the two counters one call of credential, for a route
+// needing scope, is counted on: the credential's and the tenant's, both under
+// the hash tag tag ("{<tenant>}", or the tag of the record the call is about).
+// They come without the Redis key prefix and its ':', which ulule's store and
+// the store's keys add. The one place that spells them: the limiter and the
+// scripts count on the same counters.
+func CounterKeys(tag, scope, credential string) (cred, tenant string) {
+	return tag + ":rl:" + scope + ":" + credential, tag + ":rl:tenant"
+}
+
+// Rate is one limit: Limit calls per Period (ulule's).
+type Rate = limiter.Rate
+
+// Rates are the configured limits, parsed: per credential for each scope, and
+// per tenant. A zero Rate (Limit 0) is one nobody counts.
+type Rates struct {
+	Read, Write, Admin, Tenant Rate
+}
+
+// ParseRates parses the rates of cfg (ulule notation).
+func ParseRates(cfg Config) (Rates, error) {
+	var r Rates
+	for _, x := range []struct {
+		name, value string
+		dst         *limiter.Rate
+	}{
+		{ScopeRead, cfg.Read, &r.Read}, {ScopeWrite, cfg.Write, &r.Write},
+		{ScopeAdmin, cfg.Admin, &r.Admin}, {"tenant", cfg.Tenant, &r.Tenant},
+	} {
+		rate, err := ParseRate(x.value)
+		if err != nil {
+			return Rates{}, fmt.Errorf("ratelimit: %s rate: %w", x.name, err)
+		}
+		*x.dst = rate
+	}
+	return r, nil
+}
+
+// For is the per-credential rate of scope; zero for an unknown scope.
+func (r Rates) For(scope string) limiter.Rate {
+	switch scope {
+	case ScopeRead:
+		return r.Read
+	case ScopeWrite:
+		return r.Write
+	case ScopeAdmin:
+		return r.Admin
+	}
+	return limiter.Rate{}
+}
+
+// Counts reports whether calls of scope are limited at all: both their
+// credential's rate and the tenant's are set.
+func (r *Rates) Counts(scope string) bool {
+	return r != nil && r.For(scope).Limit > 0 && r.Tenant.Limit > 0
+}
+
 // Config configures a Limiter. Rates are in ulule's notation: "<limit>-<period>"
 // with period S, M, H or D, e.g. "50-S", "5000-M".
 type Config struct {
@@ -52,8 +116,9 @@ type Config struct {
 	Write   string
 	Admin   string
 	Tenant  string
-	// Timeout bounds the store work of one Allow (both windows together); a
-	// slower call fails open. Required (> 0) when Enabled.
+	// Timeout bounds the store work of one Allow or Count (both windows
+	// together); a slower Allow fails open, a slower Count answers an error.
+	// Required (> 0) when Enabled.
 	Timeout time.Duration
 	// Prefix is the Redis key prefix (redis.key_prefix), e.g. "as". Empty means
 	// "as". It must not contain '{' or '}' (the tenant hash tag must be the
@@ -61,7 +126,8 @@ type Config struct {
 	Prefix string
 }
 
-// Decision is the answer for one request.
+// Decision is the answer for one request: numbers, of which the HTTP layer
+// makes the headers.
 type Decision struct {
 	Allowed bool
 	// Limit, Remaining and Reset describe the binding window: the one that
@@ -118,8 +184,9 @@ type Limiter struct {
 	tenant  *limiter.Limiter
 
 	failOpen atomic.Uint64
-	lastLog  atomic.Int64 // unix nanos of the last fail-open log line
-	degraded atomic.Bool  // the store failed since its last answer
+	errs     atomic.Uint64 // Count calls answered with an error
+	lastLog  atomic.Int64  // unix nanos of the last fail-open log line
+	degraded atomic.Bool   // the store failed since its last answer
 }
 
 // New validates cfg and builds a Limiter on rdb. It does not need Redis to be
@@ -151,15 +218,9 @@ func New(ctx context.Context, cfg Config, rdb redis.UniversalClient, log *slog.L
 		return nil, fmt.Errorf("ratelimit: key prefix %q must not contain '{' or '}'", prefix)
 	}
 
-	rates := make(map[string]limiter.Rate, 4)
-	for _, r := range []struct{ name, value string }{
-		{ScopeRead, cfg.Read}, {ScopeWrite, cfg.Write}, {ScopeAdmin, cfg.Admin}, {"tenant", cfg.Tenant},
-	} {
-		rate, err := ParseRate(r.value)
-		if err != nil {
-			return nil, fmt.Errorf("ratelimit: %s rate: %w", r.name, err)
-		}
-		rates[r.name] = rate
+	rates, err := ParseRates(cfg)
+	if err != nil {
+		return nil, err
 	}
 
 	sc := &scriptClient{UniversalClient: rdb, scripts: make(map[string]*redis.Script)}
@@ -168,11 +229,11 @@ func New(ctx context.Context, cfg Config, rdb redis.UniversalClient, log *slog.L
 		return nil, fmt.Errorf("ratelimit: redis store: %w", err)
 	}
 	l.scopes = map[string]*limiter.Limiter{
-		ScopeRead:  limiter.New(store, rates[ScopeRead]),
-		ScopeWrite: limiter.New(store, rates[ScopeWrite]),
-		ScopeAdmin: limiter.New(store, rates[ScopeAdmin]),
+		ScopeRead:  limiter.New(store, rates.Read),
+		ScopeWrite: limiter.New(store, rates.Write),
+		ScopeAdmin: limiter.New(store, rates.Admin),
 	}
-	l.tenant = limiter.New(store, rates["tenant"])
+	l.tenant = limiter.New(store, rates.Tenant)
 
 	// Best effort: load the scripts now so that the first requests use
 	// EVALSHA straight away (on a cluster, SCRIPT LOAD reaches every shard).
@@ -205,6 +266,9 @@ func ParseRate(s string) (limiter.Rate, error) {
 // FailOpenCount is how many Allow calls failed open (store error or timeout).
 func (l *Limiter) FailOpenCount() uint64 { return l.failOpen.Load() }
 
+// ErrorCount is how many Count calls answered an error (store error or timeout).
+func (l *Limiter) ErrorCount() uint64 { return l.errs.Load() }
+
 // Allow counts one request of credential keyID of tenant, for a route needing
 // scope ("read", "write" or "admin"), against the credential's rate for that
 // scope and then, if still allowed, against the tenant's rate; the answer is
@@ -212,12 +276,32 @@ func (l *Limiter) FailOpenCount() uint64 { return l.failOpen.Load() }
 // (plus scheduling noise), whatever the Redis client's own timeouts are.
 // An unknown scope is a programming error: it fails open and is logged.
 func (l *Limiter) Allow(ctx context.Context, tenant, keyID, scope string) Decision {
+	d, err := l.get(ctx, tenant, keyID, scope)
+	if err != nil {
+		return l.failedOpen(err)
+	}
+	return d
+}
+
+// Count is Allow without failing open: when the store fails or is slower
+// than the Timeout, it answers the error (counted in ErrorCount), and the
+// caller refuses the request rather than let it pass uncounted.
+func (l *Limiter) Count(ctx context.Context, tenant, keyID, scope string) (Decision, error) {
+	d, err := l.get(ctx, tenant, keyID, scope)
+	if err != nil {
+		l.errs.Add(1)
+		return Decision{}, fmt.Errorf("ratelimit: count %s call of %s: %w", scope, keyID, err)
+	}
+	return d, nil
+}
+
+func (l *Limiter) get(ctx context.Context, tenant, keyID, scope string) (Decision, error) {
 	if !l.enabled {
-		return Decision{Allowed: true}
+		return Decision{Allowed: true}, nil
 	}
 	cred, ok := l.scopes[scope]
 	if !ok {
-		return l.failedOpen(fmt.Errorf("unknown scope %q", scope))
+		return Decision{}, fmt.Errorf("unknown scope %q", scope)
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
@@ -227,12 +311,13 @@ func (l *Limiter) Allow(ctx context.Context, tenant, keyID, scope string) Decisi
 	})
 	if err != nil {
 		l.degraded.Store(true)
-		return l.failedOpen(err)
+		return Decision{}, err
 	}
 	if l.degraded.Load() && l.degraded.CompareAndSwap(true, false) {
-		l.log.Info("ratelimit: Redis store answering again", "failed_open_total", l.failOpen.Load())
+		l.log.Info("ratelimit: Redis store answering again", "failed_open_total", l.failOpen.Load(),
+			"errors_total", l.errs.Load())
 	}
-	return d
+	return d, nil
 }
 
 // within runs f in its own goroutine and returns its result, or ctx's error
@@ -260,9 +345,9 @@ func within[T any](ctx context.Context, f func(context.Context) (T, error)) (T, 
 }
 
 func (l *Limiter) count(ctx context.Context, cred *limiter.Limiter, tenant, keyID, scope string) (Decision, error) {
-	tag := "{" + tenant + "}:rl:"
+	ck, tk := CounterKeys("{"+tenant+"}", scope, keyID)
 	now := time.Now()
-	c, err := cred.Get(ctx, tag+scope+":"+keyID)
+	c, err := cred.Get(ctx, ck)
 	if err != nil {
 		return Decision{}, fmt.Errorf("credential window: %w", err)
 	}
@@ -270,7 +355,7 @@ func (l *Limiter) count(ctx context.Context, cred *limiter.Limiter, tenant, keyI
 	if !dc.Allowed {
 		return dc, nil // refused: the tenant window is not spent
 	}
-	t, err := l.tenant.Get(ctx, tag+"tenant")
+	t, err := l.tenant.Get(ctx, tk)
 	if err != nil {
 		return Decision{}, fmt.Errorf("tenant window: %w", err)
 	}

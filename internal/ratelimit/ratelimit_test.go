@@ -610,3 +610,50 @@ func BenchmarkAllowConcurrentGetsParallel(b *testing.B) {
 		}
 	})
 }
+
+// TestCountDoesNotFailOpen: Count counts as Allow does, but when the store
+// fails it answers the error (ErrorCount) instead of letting the call through.
+func TestCountDoesNotFailOpen(t *testing.T) {
+	cfg := baseConfig("as")
+	cfg.Timeout = 150 * time.Millisecond
+	m := testenv.Miniredis(t)
+	l := newLimiter(t, cfg, newClient(t, m.Addr()), nil)
+	waitAllowed(t, l) // read 1 of 5
+	for i := range 3 {
+		d, err := l.Count(context.Background(), "t1", "k", ScopeWrite)
+		if err != nil || !d.Allowed || d.Limit != 3 || d.Remaining != int64(2-i) {
+			t.Fatalf("write %d: %+v %v", i, d, err)
+		}
+	}
+	if d, err := l.Count(context.Background(), "t1", "k", ScopeWrite); err != nil || d.Allowed || d.RetryAfter < time.Second {
+		t.Fatalf("write over the limit: %+v %v", d, err)
+	}
+	m.Close()
+	d, err := l.Count(context.Background(), "t1", "k", ScopeAdmin)
+	if err == nil || d.Allowed || l.ErrorCount() != 1 || l.FailOpenCount() != 0 {
+		t.Fatalf("store down: %+v %v (errors %d, fail-opens %d)", d, err, l.ErrorCount(), l.FailOpenCount())
+	}
+	if _, err := l.Count(context.Background(), "t1", "k", "nope"); err == nil || l.ErrorCount() != 2 {
+		t.Fatalf("unknown scope: %v (errors %d)", err, l.ErrorCount())
+	}
+}
+
+// TestCounterKeys: the one spelling of the counters, which the store's
+// scripts share (internal/store, keys.go), is what the limiter counts on.
+func TestCounterKeys(t *testing.T) {
+	c, tk := CounterKeys("{acme}", ScopeWrite, "key_7Hq2")
+	if c != "{acme}:rl:write:key_7Hq2" || tk != "{acme}:rl:tenant" {
+		t.Fatalf("CounterKeys = %q, %q", c, tk)
+	}
+	m := testenv.Miniredis(t)
+	rdb := newClient(t, m.Addr())
+	l := newLimiter(t, baseConfig("as"), rdb, nil)
+	if d, err := l.Count(context.Background(), "acme", "key_7Hq2", ScopeWrite); err != nil || !d.Allowed {
+		t.Fatalf("count: %+v %v", d, err)
+	}
+	for _, k := range []string{"as:" + c, "as:" + tk} {
+		if v, err := rdb.Get(context.Background(), k).Result(); err != nil || v != "1" {
+			t.Fatalf("%s = %q %v", k, v, err)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -247,7 +248,16 @@ func decodeReply(v any) (reply, error) {
 		if str == "" || str[0] < '0' || str[0] > '9' {
 			return reply{}, fmt.Errorf("unexpected script reply %q", truncateReply(str))
 		}
-		return reply{code: int64(str[0] - '0'), str: str[1:]}, nil
+		r := reply{code: int64(str[0] - '0'), str: str[1:]}
+		if strings.HasPrefix(r.str, ":") {
+			rate, rest, ok := parseRateReply(r.str[1:])
+			if !ok {
+				return reply{}, fmt.Errorf("unexpected script reply %q", truncateReply(str))
+			}
+			r.rate, r.str = rate, rest
+			rate.Allowed = r.code != codeRateLimited
+		}
+		return r, nil
 	}
 	arr, ok := v.([]any)
 	if !ok || len(arr) == 0 {
@@ -258,6 +268,29 @@ func decodeReply(v any) (reply, error) {
 		return reply{}, fmt.Errorf("unexpected script outcome %T", arr[0])
 	}
 	return reply{code: code, rest: arr[1:]}, nil
+}
+
+// parseRateReply reads rate_reply's "<limit>,<remaining>,<reset ms>;" (after
+// its ':') and returns what follows it.
+func parseRateReply(s string) (*domain.RateInfo, string, bool) {
+	head, rest, ok := strings.Cut(s, ";")
+	if !ok {
+		return nil, "", false
+	}
+	var n [3]int64
+	for i := range n {
+		var f string
+		f, head, _ = strings.Cut(head, ",")
+		v, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return nil, "", false
+		}
+		n[i] = v
+	}
+	if head != "" {
+		return nil, "", false
+	}
+	return &domain.RateInfo{Limit: n[0], Remaining: n[1], Reset: time.UnixMilli(n[2])}, rest, true
 }
 
 // truncateReply keeps an error message about a malformed reply short.

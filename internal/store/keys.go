@@ -1,6 +1,9 @@
 package store
 
-import "github.com/asyncstatus/asyncstatus/internal/domain"
+import (
+	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
+)
 
 // keys builds every Redis key asyncstatus uses; nothing else spells a key, and
 // scripts receive all of theirs in KEYS. Every key of a tenant carries the hash tag
@@ -17,12 +20,11 @@ func (k keys) record(tag, id string) string { return k.prefix + ":" + tag + ":r:
 // entries (list.lua, sweep.lua) name them from it.
 func (k keys) recordPrefix(tag string) string { return k.prefix + ":" + tag + ":r:" }
 
-// changes: the pub/sub channel on which the scripts that change or remove the
-// record of (tenant, id) announce "<id>,<version>" (hub.go). It must carry the
-// same hash tag as record(tenant, id), so that a script may SPUBLISH on it on a
-// Cluster: build both from recordTag, and when the record's tag changes (a
-// tenant's keys sharded over several tags) this channel follows. One channel
-// per tag, not per id: docs/design.md, Waiting, says why.
+// changes: the pub/sub channel on which the scripts that change or remove a
+// record under hash tag tag announce "<id>,<version>" (hub.go). It carries the
+// record's tag, so that a script may SPUBLISH on it on a Cluster: one channel
+// per tenant shard, not per id (docs/design.md, Waiting, says why); waiters of
+// an id listen on the tag the id names (Store.idTag).
 func (k keys) changes(tag string) string { return k.prefix + ":" + tag + ":w" }
 
 // pacing: hash <caller> -> "n,at,ra", the poll pacing state of a non-terminal
@@ -68,14 +70,17 @@ func (k keys) idempotency(tag, digest string) string { return k.prefix + ":" + t
 // tenantKeys: set of the API key ids of a tenant.
 func (k keys) tenantKeys(tenant string) string { return k.prefix + ":{" + tenant + "}:keys" }
 
-// rateCredential and rateTenant: rate-limit counters (string, TTL = the window),
-// shared by internal/ratelimit (ulule/limiter, which names them
-// "<prefix>:" + "{T}:rl:<scope>:<credential>") and the poll script.
-func (k keys) rateCredential(tag, scope, credential string) string {
-	return k.prefix + ":" + tag + ":rl:" + scope + ":" + credential
+// rateCounters: the rate-limit counters (string, TTL = the window) that a call
+// of credential, for a route needing scope, is counted on when it acts on a
+// request under hash tag tag (ratelimit.CounterKeys spells them, for
+// internal/ratelimit's limiter too). They carry the record's tag, so that the
+// script serving the call counts it in its own slot; with a tenant's records
+// spread over several shards, each shard has its own counters
+// (docs/pacing.md says how exact the limits then are).
+func (k keys) rateCounters(tag, scope, credential string) (cred, tenantWide string) {
+	c, t := ratelimit.CounterKeys(tag, scope, credential)
+	return k.prefix + ":" + c, k.prefix + ":" + t
 }
-
-func (k keys) rateTenant(tag string) string { return k.prefix + ":" + tag + ":rl:tenant" }
 
 // apiKey: hash describing one API key (t tenant, s scopes, d SHA-256 digest of the
 // secret, n name, c created ms). Not under a tenant tag: it is looked up before the

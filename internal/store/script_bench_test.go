@@ -15,6 +15,7 @@ import (
 
 	"github.com/asyncstatus/asyncstatus/bench/yardstick"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
 	"github.com/asyncstatus/asyncstatus/internal/store"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
@@ -41,6 +42,12 @@ import (
 // log or file, the default bound), and a last step, Drain, measures what the
 // drainer's reads, acknowledgements and deletes of those entries cost Redis per
 // entry (callgrind only: commandstats meters one command).
+//
+// With ASYNCSTATUS_BENCH_RATELIMIT=1 the scripts count the rate limits of
+// every call (store.Options.RateLimits, a credential on each call), and a last
+// step, Limiter, measures what counting one call in a separate round trip
+// cost Redis instead (internal/ratelimit, ulule's two scripts: how writes were
+// counted before the scripts counted them).
 func BenchmarkRedisCost(b *testing.B) {
 	in, prog, done := loadReference(b)
 	var rdb *redis.Client
@@ -58,6 +65,13 @@ func BenchmarkRedisCost(b *testing.B) {
 	o := store.Options{Prefix: "as", Retention: 720 * time.Hour}
 	if auditOn {
 		o.AuditBacklog = 100000
+	}
+	rateOn := os.Getenv("ASYNCSTATUS_BENCH_RATELIMIT") == "1"
+	cred := "" // the rate-limit credential of every call: none, not counted
+	if rateOn {
+		lots := ratelimit.Rate{Limit: 1_000_000_000, Period: time.Hour}
+		o.RateLimits = &ratelimit.Rates{Read: lots, Write: lots, Admin: lots, Tenant: lots}
+		cred = "key_b"
 	}
 	s, err := store.New(rdb, o)
 	if err != nil {
@@ -87,7 +101,7 @@ func BenchmarkRedisCost(b *testing.B) {
 		spent("evalsha")
 		for i := first; i < first+n; i++ {
 			r, _, err := s.Create(ctx, domain.CreateParams{Tenant: "bench", CreatedBy: "key_b", Input: in,
-				IdemKey: domain.IdempotencyKey(fmt.Sprint("k", i))})
+				IdemKey: domain.IdempotencyKey(fmt.Sprint("k", i)), Credential: cred})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -124,7 +138,7 @@ func BenchmarkRedisCost(b *testing.B) {
 		})
 	}
 	step("Processing", func(id string) error {
-		_, err := s.MarkProcessing(ctx, domain.TransitionParams{Tenant: "bench", ID: id, By: "key_b"}, prog)
+		_, err := s.MarkProcessing(ctx, domain.TransitionParams{Tenant: "bench", ID: id, By: "key_b", Credential: cred}, prog)
 		return err
 	}, func(i int) error {
 		return yardstick.ProcessingScript.Run(ctx, rdb, []string{bl(i)}, "1764410401000", string(prog.Progress)).Err()
@@ -132,15 +146,36 @@ func BenchmarkRedisCost(b *testing.B) {
 	caller := 0
 	step("Poll", func(id string) error { // every poll a caller's first: paced, pacing state written
 		caller++
-		_, err := s.Poll(ctx, domain.PollParams{Tenant: "bench", ID: id, Caller: "key_" + strconv.Itoa(caller)})
+		c := "key_" + strconv.Itoa(caller)
+		p := domain.PollParams{Tenant: "bench", ID: id, Caller: c}
+		if rateOn {
+			p.Credential = c
+		}
+		_, err := s.Poll(ctx, p)
 		return err
 	}, func(i int) error { return rdb.HGetAll(ctx, bl(i)).Err() }, "hgetall")
 	step("Complete", func(id string) error {
-		_, err := s.Complete(ctx, domain.TransitionParams{Tenant: "bench", ID: id, By: "key_b"}, done)
+		_, err := s.Complete(ctx, domain.TransitionParams{Tenant: "bench", ID: id, By: "key_b", Credential: cred}, done)
 		return err
 	}, func(i int) error {
 		return yardstick.CompleteScript.Run(ctx, rdb, []string{bl(i)}, "1764410404512", "answer", string(done.Result)).Err()
 	}, "evalsha")
+	if rateOn {
+		b.Run("Limiter", func(b *testing.B) {
+			l, err := ratelimit.New(ctx, ratelimit.Config{Enabled: true, Read: "1000000000-H", Write: "1000000000-H",
+				Admin: "1000000000-H", Tenant: "1000000000-H", Timeout: time.Minute, Prefix: "as"}, rdb, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			spent("evalsha")
+			for range b.N {
+				if _, err := l.Count(ctx, "bench", "key_l", ratelimit.ScopeWrite); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(spent("evalsha")/float64(b.N), unit)
+		})
+	}
 	if auditOn && unit == "redis-instr/op" {
 		b.Run("Drain", func(b *testing.B) {
 			if b.N == 1 { // the testing package's probe run: leave the entries to the measured one

@@ -26,9 +26,11 @@ type scripts struct {
 	names map[*redis.Script]string
 }
 
-// readScript is one embedded script with consts (Lua definitions of the
-// configuration, from luaConstants) and the parts of lib.lua it uses prepended.
-func readScript(name, consts string) (*redis.Script, error) {
+// readScript is one embedded script with the constants of cs it uses (Lua
+// definitions of the configuration, written by luaConstants) and the parts of
+// lib.lua it uses prepended. Redis runs a script's whole text on every call,
+// so a constant it does not use costs an assignment per call for nothing.
+func readScript(name string, cs []luaConst) (*redis.Script, error) {
 	lib, err := fs.ReadFile(lua.FS, "lib.lua")
 	if err != nil {
 		return nil, fmt.Errorf("read lib.lua: %w", err)
@@ -37,7 +39,18 @@ func readScript(name, consts string) (*redis.Script, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
-	return redis.NewScript(consts + libFor(string(lib), string(b)) + "\n" + string(b)), nil
+	code := libFor(string(lib), string(b)) + "\n" + string(b)
+	used := map[string]bool{}
+	for _, n := range luaName.FindAllString(luaComment.ReplaceAllString(code, ""), -1) {
+		used[n] = true
+	}
+	var mine []luaConst
+	for _, c := range cs {
+		if used[c.name] {
+			mine = append(mine, c)
+		}
+	}
+	return redis.NewScript(luaConstants(mine) + code), nil
 }
 
 // luaConst is one configuration value a script reads as a constant.
@@ -140,7 +153,7 @@ func libFor(lib, body string) string {
 	return strings.Join(out, "\n\n")
 }
 
-func loadScripts(consts string) (scripts, error) {
+func loadScripts(consts []luaConst) (scripts, error) {
 	var err error
 	s := scripts{names: map[*redis.Script]string{}}
 	for _, x := range []struct {
@@ -166,8 +179,12 @@ func (s scripts) all() []*redis.Script {
 type reply struct {
 	code int64
 	rest []any
-	// str is the rest of a string reply after its code digit (see decodeReply).
+	// str is the rest of a string reply after its code digit and its rate
+	// part (see decodeReply).
 	str string
+	// rate is the rate limit the script counted (rate_reply in lib.lua), nil
+	// when it counted none.
+	rate *domain.RateInfo
 }
 
 // detail is what follows the code, for scriptError: a table reply's elements, or
@@ -243,6 +260,16 @@ func (s *Store) scriptError(op, id string, code int64, detail []any) error {
 		return domain.Errorf(domain.ValidationFailed, "A tenant may register at most %d webhook endpoints; delete one first.", first())
 	}
 	return backend(op, fmt.Errorf("unexpected script outcome %d", code))
+}
+
+// rateLimited is the error of a call the script refused for its rate limits
+// (codeRateLimited with a rate part).
+func (s *Store) rateLimited(r reply) error {
+	var reset int64
+	if r.rate != nil {
+		reset = r.rate.Reset.UnixMilli()
+	}
+	return s.scriptError("rate limit", "", codeRateLimited, []any{reset})
 }
 
 // errNothingToDo: a sweeper's guarded transition found the request moved on.

@@ -164,18 +164,6 @@ func (s *Store) newShard(digest []byte) int {
 	return rand.IntN(n)
 }
 
-// shardLimit is the part of a tenant-wide (or per-credential) limit that one
-// shard's counter enforces: ceil(limit / S). Requests spread evenly over the
-// shards, so the sum is the limit within S - 1 when the load spreads over many
-// requests; a load on a few requests is refused sooner (docs/pacing.md).
-func (s *Store) shardLimit(limit int64) int64 {
-	n := int64(s.opts.TenantShards)
-	if n <= 1 || limit <= 0 {
-		return limit
-	}
-	return (limit + n - 1) / n
-}
-
 // tagOf is the hash tag "{<name>}" of a shard's name: the tenant itself for its
 // shard 0 (tenant-level keys live there too), "<tenant>:<n>" for another
 // shard (shardName). The audit drainers treat each shard name as a tenant of

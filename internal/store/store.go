@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
 )
 
 // Options tunes a Store. Durations are applied at millisecond precision.
@@ -38,9 +39,14 @@ type Options struct {
 	ScheduleByType map[string][]int
 	// EarlyTolerance: polls sooner than (1 - tolerance) x Retry-After are early.
 	EarlyTolerance float64
-	// PollRate, when set, makes the poll script count the read rate limits itself,
-	// in the poll's own round trip, on the same counters as internal/ratelimit.
-	PollRate *PollRate
+	// RateLimits, when set, makes the scripts count the rate limits of the calls
+	// they serve, in the call's own round trip, on the same counters as
+	// internal/ratelimit: polls and event reads against Read, creates and
+	// transitions against Write, deletes against Admin, each also against
+	// Tenant. A scope whose rate is zero is not counted here (CountsRateLimits):
+	// the HTTP layer then counts it itself. Calls without a Credential are not
+	// counted. default: nil, nothing is counted.
+	RateLimits *ratelimit.Rates
 	// Now is the clock; default time.Now. Tests and the embedded store inject theirs.
 	Now func() time.Time
 	// ScriptObserver, when set, is told the latency and error of every Lua script
@@ -158,7 +164,7 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 		seenTypes: map[string][]string{}}
 	millis := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 	var err error
-	if s.sc, err = loadScripts(luaConstants([]luaConst{
+	if s.sc, err = loadScripts(append([]luaConst{
 		{"EARLY_TOLERANCE", o.EarlyTolerance},
 		{"SCHEDULE", joinInts(o.Schedule)},
 		{"SCHEDULE_BY_TYPE", encodeByType(o.ScheduleByType, joinInts)},
@@ -173,7 +179,7 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 		{"OUTBOX_BOUND", strconv.Itoa(outboxCap)},
 		{"AUDIT_BOUND", int64(max(o.AuditBacklog, 0))},
 		{"PUBLISH", publishCommand(rdb)},
-	})); err != nil {
+	}, rateConstants(o.RateLimits, o.TenantShards)...)); err != nil {
 		return nil, err
 	}
 	if c, ok := rdb.(autoPipeliner); ok && o.AutoPipeline {
@@ -196,6 +202,59 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 		s.ap = ap
 	}
 	return s, nil
+}
+
+// rateConstants hands the scripts the rates they count (rate_count in lib.lua):
+// RL_<SCOPE>_LIMIT, a number, and RL_<SCOPE>_WINDOW, milliseconds as a string
+// (PEXPIRE's argument); zeros for rates not counted, whose counters Go never
+// names.
+//
+// With S tenant shards every shard has its own counters, each enforcing
+// ceil(limit / S) of every limit (docs/pacing.md, Rate limits across tenant
+// shards): S = 1 counts the limits as configured.
+func rateConstants(r *ratelimit.Rates, shards int) []luaConst {
+	var rates ratelimit.Rates
+	if r != nil {
+		rates = *r
+	}
+	if shards > 1 {
+		for _, x := range []*ratelimit.Rate{&rates.Read, &rates.Write, &rates.Admin, &rates.Tenant} {
+			if x.Limit > 0 {
+				x.Limit = (x.Limit + int64(shards) - 1) / int64(shards)
+			}
+		}
+	}
+	var out []luaConst
+	for _, x := range []struct {
+		name string
+		rate ratelimit.Rate
+	}{{"READ", rates.Read}, {"WRITE", rates.Write}, {"ADMIN", rates.Admin}, {"TENANT", rates.Tenant}} {
+		out = append(out, luaConst{"RL_" + x.name + "_LIMIT", x.rate.Limit},
+			luaConst{"RL_" + x.name + "_WINDOW", strconv.FormatInt(x.rate.Period.Milliseconds(), 10)})
+	}
+	return out
+}
+
+// CountsRateLimits reports whether the scripts count the calls that need scope
+// ("read", "write", "admin") against the rate limits (Options.RateLimits): the
+// HTTP layer asks, so that a call is counted once, here or there.
+func (s *Store) CountsRateLimits(scope string) bool { return s.opts.RateLimits.Counts(scope) }
+
+// rateKeys appends the counters of a call of credential for scope about
+// request id to keys, when the scripts count that scope and a credential is given.
+func (s *Store) rateKeys(keys []string, tag, scope, credential string) []string {
+	if credential == "" || !s.opts.RateLimits.Counts(scope) {
+		return keys
+	}
+	c, t := s.k.rateCounters(tag, scope, credential)
+	return append(keys, c, t)
+}
+
+// setRate hands a counted rate limit to the caller's out parameter.
+func setRate(out *domain.RateInfo, r reply) {
+	if out != nil && r.rate != nil {
+		*out = *r.rate
+	}
 }
 
 // publishCommand is how the scripts announce changes (keys.changes): sharded
@@ -309,6 +368,10 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 		created := uuidTime(u)
 		keys := []string{s.k.record(tag, id), s.k.meta(tag), s.k.index(tag, domain.StatusQueued, in.Type),
 			s.k.webhookFilter(tag), s.k.outbox(tag), s.k.audit(tag)}
+		// counted once: a retry after a stale idempotency entry is the same call
+		if attempt == 0 {
+			keys = s.rateKeys(keys, tag, ratelimit.ScopeWrite, p.Credential)
+		}
 		if p.IdemKey != "" {
 			keys = append(keys, s.k.idempotency(tag, hex.EncodeToString(digest)))
 		}
@@ -317,6 +380,7 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 		if err != nil {
 			return nil, false, backend("create request", err)
 		}
+		setRate(p.Rate, r)
 		switch r.code {
 		case codeOK:
 			s.registerTenant(ctx, p.Tenant)
@@ -335,6 +399,8 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 				continue
 			}
 			return req, err == nil, err
+		case codeRateLimited:
+			return nil, false, s.rateLimited(r)
 		default:
 			return nil, false, s.scriptError("create request", id, r.code, r.detail())
 		}
@@ -370,27 +436,17 @@ func unexpected(op string, r reply) error {
 	return backend(op, fmt.Errorf("unexpected script outcome %d", r.code))
 }
 
-// PollRate is the read rate limit that the poll script counts: per credential and
-// per tenant, fixed windows, with ulule/limiter's counter semantics (INCRBY, then
-// PEXPIRE on the first hit), so that it shares its counters with the limiter.
-type PollRate struct {
-	CredentialLimit  int64
-	CredentialWindow time.Duration
-	TenantLimit      int64
-	TenantWindow     time.Duration
-}
-
 // Poll reads a request for a caller and paces the caller (spec §5) in the same
-// Redis round trip; with Options.PollRate it also counts the read rate limits
+// Redis round trip; with Options.RateLimits it also counts the read rate limits
 // there. The result's Rate is set whenever the call was counted, also on errors.
 func (s *Store) Poll(ctx context.Context, p domain.PollParams) (domain.PollResult, error) {
 	// a paced poll (a caller) never serves events: only unpaced reads parse them
 	return s.read(ctx, p, p.Caller == "")
 }
 
-// read runs poll.lua. Its reply is one string, the code digit then what
-// parsePollReply reads: the retry_after or seconds left, the rate limit when one
-// was counted, and for code 0 the record.
+// read runs poll.lua. Its reply is one string, the code digit, the rate limit
+// when one was counted (decodeReply), then what parsePollReply reads: the
+// retry_after or seconds left, and for code 0 the record.
 // withEvents asks for the record's events to be decoded too.
 //
 // The id names the request's shard (shardOf). A miss there, when that is not
@@ -415,67 +471,56 @@ func (s *Store) read(ctx context.Context, p domain.PollParams, withEvents bool) 
 }
 
 // readAt is read in the shard of hash tag tag; count asks it to count the
-// read rate limits (Options.PollRate), on that shard's counters.
+// read rate limits (Options.RateLimits), on that shard's counters.
 func (s *Store) readAt(ctx context.Context, tag string, p domain.PollParams, withEvents, count bool) (domain.PollResult, error) {
 	var res domain.PollResult
 	keys := []string{s.k.record(tag, p.ID), s.k.meta(tag), s.k.pacing(tag, p.ID)}
-	args := []any{ms(s.now()), p.Caller}
-	if r := s.opts.PollRate; r != nil && p.Credential != "" && count {
-		keys = append(keys, s.k.rateCredential(tag, "read", p.Credential), s.k.rateTenant(tag))
-		args = append(args, s.shardLimit(r.CredentialLimit), r.CredentialWindow.Milliseconds(),
-			s.shardLimit(r.TenantLimit), r.TenantWindow.Milliseconds())
+	if count {
+		keys = s.rateKeys(keys, tag, ratelimit.ScopeRead, p.Credential)
 	}
-	r, err := s.run(ctx, s.sc.poll, keys, args...)
+	r, err := s.run(ctx, s.sc.poll, keys, ms(s.now()), p.Caller)
 	if err != nil {
 		return res, backend("read request "+p.ID, err)
 	}
+	res.Rate = r.rate
 	pr, ok := parsePollReply(r.str)
 	if !ok {
 		return res, unexpected("read request", r)
-	}
-	if pr.n == 4 {
-		res.Rate = &domain.RateInfo{Allowed: r.code != codeRateLimited, Limit: pr.nums[1], Remaining: pr.nums[2], Reset: time.UnixMilli(pr.nums[3])}
 	}
 	switch r.code {
 	case codeOK:
 		if !pr.hasRec {
 			return res, unexpected("read request", r)
 		}
-		res.RetryAfter = int(pr.nums[0])
+		res.RetryAfter = int(pr.n)
 		res.Request, err = decodeRecord(p.ID, pr.rec, withEvents)
 		return res, err
 	case codeRateLimited:
-		return res, s.scriptError("read request", p.ID, r.code, []any{pr.nums[3]})
+		return res, s.rateLimited(r)
 	}
-	return res, s.scriptError("read request", p.ID, r.code, []any{pr.nums[0]})
+	return res, s.scriptError("read request", p.ID, r.code, []any{pr.n})
 }
 
-// pollReply is poll.lua's answer after its code digit.
+// pollReply is poll.lua's answer after its code digit and rate part.
 type pollReply struct {
-	nums   [4]int64 // n, then rl_limit, rl_remaining, rl_reset_ms when counted
-	n      int      // how many of nums were sent: 1, or 4 with a rate limit
+	n      int64 // retry_after, or the seconds left of an early poll
 	rec    string
 	hasRec bool
 }
 
-// parsePollReply reads ",<n>[,<rl_limit>,<rl_remaining>,<rl_reset_ms>]", then
-// optionally "|" and the record (poll.lua's header); ok is false for anything else.
+// parsePollReply reads ",<n>", then optionally "|" and the record (poll.lua's
+// header); ok is false for anything else.
 func parsePollReply(str string) (pr pollReply, ok bool) {
 	head, rec, hasRec := strings.Cut(str, "|")
 	head, more := strings.CutPrefix(head, ",")
-	for ; more && pr.n < len(pr.nums); pr.n++ {
-		var f string
-		f, head, more = strings.Cut(head, ",")
-		v, err := strconv.ParseInt(f, 10, 64)
-		if err != nil {
-			return pollReply{}, false
-		}
-		pr.nums[pr.n] = v
-	}
-	if more || head != "" || (pr.n != 1 && pr.n != 4) {
+	if !more {
 		return pollReply{}, false
 	}
-	pr.rec, pr.hasRec = rec, hasRec
+	v, err := strconv.ParseInt(head, 10, 64)
+	if err != nil {
+		return pollReply{}, false
+	}
+	pr.n, pr.rec, pr.hasRec = v, rec, hasRec
 	return pr, true
 }
 
@@ -592,7 +637,7 @@ func (s *Store) timeout(ctx context.Context, tag, tenant, id string, to domain.S
 	if tag == "" {
 		_, err = s.transition(ctx, p, "timeout", to, string(failure), "", guard)
 	} else if validID(id) {
-		_, err = s.transitionAt(ctx, tag, p, "timeout", to, string(failure), "", guard)
+		_, err = s.transitionAt(ctx, tag, false, p, "timeout", to, string(failure), "", guard)
 		if err == nil && tag != s.idTag(tenant, id) {
 			s.announceAt(ctx, s.idTag(tenant, id), id, 0) // see transition
 		}
@@ -618,11 +663,11 @@ func (s *Store) transition(ctx context.Context, p domain.TransitionParams, op st
 	}
 	shard := shardOf(p.ID)
 	named := s.tag(p.Tenant, shard)
-	req, err := s.transitionAt(ctx, named, p, op, to, payload, resultType, guard)
+	req, err := s.transitionAt(ctx, named, true, p, op, to, payload, resultType, guard)
 	if shard == 0 || domain.ErrorCode(err) != domain.NotFound {
 		return req, err
 	}
-	req, err = s.transitionAt(ctx, s.tag(p.Tenant, 0), p, op, to, payload, resultType, guard)
+	req, err = s.transitionAt(ctx, s.tag(p.Tenant, 0), false, p, op, to, payload, resultType, guard)
 	if err == nil {
 		s.announceAt(ctx, named, p.ID, req.Version)
 	}
@@ -640,11 +685,17 @@ func (s *Store) announceAt(ctx context.Context, tag, id string, version int64) {
 }
 
 // transitionAt is transition in the shard of hash tag tag.
-func (s *Store) transitionAt(ctx context.Context, tag string, p domain.TransitionParams, op string, to domain.Status, payload, resultType, guard string) (*domain.Request, error) {
+//
+// count asks it to count the write rate limits (the first try only: a second
+// try in shard 0 is the same call).
+func (s *Store) transitionAt(ctx context.Context, tag string, count bool, p domain.TransitionParams, op string, to domain.Status, payload, resultType, guard string) (*domain.Request, error) {
 	ca, _ := idMillis(p.ID)
 	keys := []string{s.k.record(tag, p.ID), s.k.deadlines(tag), s.k.retentionBuckets(tag),
 		s.k.pacing(tag, p.ID), s.k.meta(tag), s.k.webhookFilter(tag), s.k.outbox(tag), s.k.audit(tag),
 		s.k.changes(tag)}
+	if guard == "" && count { // the sweeper's timeouts are nobody's calls
+		keys = s.rateKeys(keys, tag, ratelimit.ScopeWrite, p.Credential)
+	}
 	fp := ""
 	if p.IdemKey != "" {
 		keys = append(keys, s.idemKey(tag, op, p.ID, p.IdemKey))
@@ -654,6 +705,10 @@ func (s *Store) transitionAt(ctx context.Context, tag string, p domain.Transitio
 		fp, p.ID, ca, s.k.retentionBucketPrefix(tag), s.k.indexPrefix(tag))
 	if err != nil {
 		return nil, backend(op+" request "+p.ID, err)
+	}
+	setRate(p.Rate, r)
+	if r.code == codeRateLimited {
+		return nil, s.rateLimited(r)
 	}
 	if r.code == codeOK {
 		s.outboxHook.written(shardName(tag))
@@ -672,35 +727,52 @@ func (s *Store) Delete(ctx context.Context, tenant, id string) error {
 }
 
 // DeleteBy removes a request and everything that belongs to it; by (a key id)
-// is who asked, for the audit entry.
+// is who asked, for the audit entry. It is not counted against rate limits.
 func (s *Store) DeleteBy(ctx context.Context, tenant, id, by string) error {
+	return s.Remove(ctx, domain.TransitionParams{Tenant: tenant, ID: id, By: by})
+}
+
+// Remove is DeleteBy for a caller of the API: p.By is who asked, p.Credential
+// (when set) is counted against the admin rate limits in the same script, and
+// p.Rate receives the counted limit. A refused call removes nothing.
+func (s *Store) Remove(ctx context.Context, p domain.TransitionParams) error {
+	tenant, id := p.Tenant, p.ID
 	if !validID(id) {
 		return domain.ErrNotFound()
 	}
 	shard := shardOf(id)
 	named := s.tag(tenant, shard)
-	err := s.deleteAt(ctx, named, tenant, id, by)
+	err := s.deleteAt(ctx, named, p, true)
 	if shard == 0 || domain.ErrorCode(err) != domain.NotFound {
 		return err
 	}
-	if err = s.deleteAt(ctx, s.tag(tenant, 0), tenant, id, by); err == nil {
+	if err = s.deleteAt(ctx, s.tag(tenant, 0), p, false); err == nil {
 		s.announceAt(ctx, named, id, 0) // the hub reads the record again: gone
 	}
 	return err
 }
 
-// deleteAt is DeleteBy in the shard of hash tag tag.
-func (s *Store) deleteAt(ctx context.Context, tag, tenant, id, by string) error {
+// deleteAt is Remove in the shard of hash tag tag; count asks it to count the
+// admin rate limits (the first try only: see transition).
+func (s *Store) deleteAt(ctx context.Context, tag string, p domain.TransitionParams, count bool) error {
+	id := p.ID
 	keys := []string{s.k.record(tag, id), s.k.deadlines(tag), s.k.pacing(tag, id), s.k.audit(tag), s.k.meta(tag), s.k.changes(tag)}
-	r, err := s.run(ctx, s.sc.remove, keys, id, ms(s.now()), s.k.indexPrefix(tag), by)
+	if count {
+		keys = s.rateKeys(keys, tag, ratelimit.ScopeAdmin, p.Credential)
+	}
+	r, err := s.run(ctx, s.sc.remove, keys, id, ms(s.now()), s.k.indexPrefix(tag), p.By)
 	if err != nil {
 		return backend("delete request "+id, err)
 	}
-	if r.code == codeOK {
+	setRate(p.Rate, r)
+	switch r.code {
+	case codeOK:
 		s.auditHook.written(shardName(tag))
 		return nil
+	case codeRateLimited:
+		return s.rateLimited(r)
 	}
-	return s.scriptError("delete request", id, r.code, r.rest)
+	return s.scriptError("delete request", id, r.code, r.detail())
 }
 
 // SetFrozen freezes or unfreezes a tenant (spec §2). Every script reads the

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
 	"github.com/asyncstatus/asyncstatus/internal/store"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
@@ -617,8 +618,6 @@ func TestRetentionForever(t *testing.T) {
 	})
 }
 
-// TestPollRateLimit: the poll script counts the read limits on the limiter's own
-// counters, credential first, the tenant only while the credential is allowed.
 // TestPacingFollowsConfig: a type's own schedule and the early tolerance come
 // from the configuration (spec §5), which reaches poll.lua as constants.
 func TestPacingFollowsConfig(t *testing.T) {
@@ -649,13 +648,15 @@ func TestPacingFollowsConfig(t *testing.T) {
 	})
 }
 
+// TestPollRateLimit: the poll script counts the read limits on the limiter's own
+// counters, credential first, the tenant only while the credential is allowed.
 func TestPollRateLimit(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		// Each shard's counters enforce ceil(limit / S) (docs/pacing.md): with
 		// limits S x 3 and S x 5, the request's shard allows 3 and 5.
 		f := newFixture(t, b, func(o *store.Options) {
-			o.PollRate = &store.PollRate{CredentialLimit: int64(3 * b.Shards), CredentialWindow: time.Minute,
-				TenantLimit: int64(5 * b.Shards), TenantWindow: time.Minute}
+			o.RateLimits = &ratelimit.Rates{Read: ratelimit.Rate{Limit: int64(3 * b.Shards), Period: time.Minute},
+				Tenant: ratelimit.Rate{Limit: int64(5 * b.Shards), Period: time.Minute}}
 		})
 		r := f.mustCreate(t, "acme", "x")
 		poll := func(cred string) (domain.PollResult, error) {

@@ -85,7 +85,7 @@ var loadWebhookScripts = sync.OnceValues(func() (webhookScripts, error) {
 		name string
 	}{{&w.register, "webhook_register.lua"}, {&w.remove, "webhook_delete.lua"}, {&w.claim, "webhook_claim.lua"},
 		{&w.settle, "webhook_settle.lua"}, {&w.prune, "webhook_prune.lua"}, {&w.reseal, "webhook_reseal.lua"}} {
-		if *x.dst, err = readScript(x.name, ""); err != nil {
+		if *x.dst, err = readScript(x.name, nil); err != nil {
 			return webhookScripts{}, err
 		}
 	}

@@ -8,13 +8,24 @@
 -- ARGV[1] id   ARGV[2] now (unix ms)   ARGV[4] by (key id, for the audit entry)
 -- ARGV[3] index key prefix ("<prefix>:{<tenant>}:ix:"): the request's index,
 --         "<prefix><status letter>:<type>", is named from its record (same slot)
--- Constant PUBLISH: 'SPUBLISH' on a Cluster, else 'PUBLISH'.
--- Returns {0} deleted | {1} not found
+-- KEYS[7] credential admin-rate counter, KEYS[8] tenant rate counter (both optional:
+--         present, the call is counted against ratelimit.admin and .tenant first)
+-- Constants: PUBLISH ('SPUBLISH' on a Cluster, else 'PUBLISH'), RL_ADMIN_LIMIT,
+-- RL_ADMIN_WINDOW (ms, a string), RL_TENANT_LIMIT, RL_TENANT_WINDOW.
+-- Returns one string (see poll.lua): "0" deleted | "1" not found
+--   "9" rate limited: nothing removed
+-- When counted, the code is followed by rate_count's ":<limit>,<remaining>,<reset>;".
 local record, id = KEYS[1], ARGV[1]
+local rl = ''
+if KEYS[8] then
+  local ok
+  ok, rl = rate_count(KEYS[7], RL_ADMIN_LIMIT, RL_ADMIN_WINDOW, KEYS[8], RL_TENANT_LIMIT, RL_TENANT_WINDOW, tonumber(ARGV[2]))
+  if not ok then return '9' .. rl end
+end
 local rec = rcall('GET', record)
-if not rec then return {1} end
+if not rec then return '1' .. rl end
 local st, typ, ex = rec_head(rec)
-if gone(ex, ARGV[2]) then return {1} end
+if gone(ex, ARGV[2]) then return '1' .. rl end
 rcall('DEL', record, KEYS[3])
 rcall('ZREM', ARGV[3] .. st .. ':' .. typ, id)
 rcall('ZREM', KEYS[2], id)
@@ -24,4 +35,4 @@ if AUDIT_BOUND > 0 then
   audit_add(KEYS[4], KEYS[5], id, tostring(tonumber(f[2]) + 1), tostring(tonumber(audit_seq(f[8])) + 1), st, '', ARGV[4], ARGV[2], typ, '')
 end
 rcall(PUBLISH, KEYS[6], id .. ',' .. string.match(rec, '^.\31([^\31]*)'))
-return {0}
+return '0' .. rl

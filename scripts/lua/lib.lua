@@ -11,6 +11,39 @@ local function fmt_ms(n)
   return string.format('%.0f', n)
 end
 
+-- rate_count counts one call against its credential's fixed window (counter
+-- ckey, climit calls per cwindow ms) and then, only if that allows it, against
+-- its tenant's (tkey, ...), so that a credential ignoring Retry-After spends its
+-- own budget, not its tenant's. ulule/limiter's semantics and counters, shared
+-- with internal/ratelimit: INCRBY; a window starts at a counter's first hit,
+-- which sets its PEXPIRE, and lasts one period. Windows are strings (PEXPIRE's
+-- argument), now a number. Returns whether the call is allowed, then the part
+-- of the reply, right after its code digit, that tells Go (decodeReply) the
+-- binding window: ":<limit>,<remaining>,<end ms>;", the refusing window, else
+-- the one with fewer calls left. Only the binding window's PTTL is read.
+local function rate_count(ckey, climit, cwindow, tkey, tlimit, twindow, now)
+  local function reply(key, n, window, limit, left)
+    local ends = now + tonumber(window)
+    if n > 1 then
+      local ttl = rcall('PTTL', key)
+      if ttl < 0 then -- a counter that lost its TTL must not block forever
+        rcall('PEXPIRE', key, window)
+      else
+        ends = now + ttl
+      end
+    end
+    return ':' .. fmt_ms(limit) .. ',' .. fmt_ms(left) .. ',' .. fmt_ms(ends) .. ';'
+  end
+  local c = rcall('INCRBY', ckey, 1)
+  if c == 1 then rcall('PEXPIRE', ckey, cwindow) end
+  if c > climit then return false, reply(ckey, c, cwindow, climit, 0) end
+  local t = rcall('INCRBY', tkey, 1)
+  if t == 1 then rcall('PEXPIRE', tkey, twindow) end
+  if t > tlimit then return false, reply(tkey, t, twindow, tlimit, 0) end
+  if tlimit - t < climit - c then return true, reply(tkey, t, twindow, tlimit, tlimit - t) end
+  return true, reply(ckey, c, cwindow, climit, climit - c)
+end
+
 -- per_type looks up type t in a spec ";t1=v1;t2=v2;" and falls back to default.
 local function per_type(spec, t, default)
   if spec == nil or spec == '' then return default end

@@ -3,19 +3,19 @@
 -- request's pacing hash, field <caller> = "n,at,ra"; the terminal transition and
 -- delete remove that hash, so it never outlives the request's active life.
 -- KEYS[1] record   KEYS[2] tenant meta hash   KEYS[3] pacing hash
--- KEYS[4] credential rate counter, KEYS[5] tenant rate counter (both optional)
+-- KEYS[4] credential read-rate counter, KEYS[5] tenant rate counter (both
+--         optional: present, the call is counted against ratelimit.read and .tenant)
 -- ARGV[1] now (unix ms)
 -- ARGV[2] caller ("" = read without pacing: events, internal reads)
--- ARGV[3] credential limit  ARGV[4] credential window (ms)   (with KEYS[4])
--- ARGV[5] tenant limit      ARGV[6] tenant window (ms)       (with KEYS[5])
 -- Constants (store.New, through luaConstants in scripts.go): EARLY_TOLERANCE (e.g. 0.2), SCHEDULE
--- (seconds: "1,2,5,10,30"), SCHEDULE_BY_TYPE (";type=1,2,5;" or "").
--- The reply is one string, "<code>,<n>[,<rl_limit>,<rl_remaining>,<rl_reset_ms>]",
+-- (seconds: "1,2,5,10,30"), SCHEDULE_BY_TYPE (";type=1,2,5;" or ""), RL_READ_LIMIT,
+-- RL_READ_WINDOW (ms, a string), RL_TENANT_LIMIT, RL_TENANT_WINDOW.
+-- The reply is one string, "<code>[:<rl_limit>,<rl_remaining>,<rl_reset_ms>;],<n>",
 -- then for code 0 "|" and the record. A string because Redis turns a Lua table
 -- into a reply much more slowly than a string (a table reply cost about 0.5 µs
 -- of the poll's 5-6 µs of Redis time, and go-redis allocates once per element).
--- The rl_ part is the binding rate limit after counting, absent when nothing
--- was counted. code and n:
+-- The rl_ part (rate_count's) is the binding rate limit after counting, absent
+-- when nothing was counted. code and n:
 --   0 ok: n = retry_after (0 when not paced: terminal), then "|" and the record
 --   1 not found (or past retention) | 2 tenant frozen: n = 0
 --   3 polled too early: n = seconds left (pacing state unchanged)
@@ -25,45 +25,21 @@ local now, caller = ARGV[1], ARGV[2]
 
 if rcall('HGET', meta, 'fz') == '1' then return '2,0' end
 
--- ulule/limiter's fixed window: INCRBY, PEXPIRE on the first hit. The credential is
--- counted first; the tenant only if the credential is within its limit, so one
--- credential ignoring Retry-After spends its own budget, not its tenant's.
+-- The read limits (rate_count): the credential first, then its tenant.
 local rl = ''
 if KEYS[4] then
-  -- defined only here: Redis runs the whole text per call, and an unused
-  -- closure is still made
-  local function count(key, limit, window)
-    local n = rcall('INCRBY', key, 1)
-    local ttl = tonumber(window)
-    if n == 1 then
-      rcall('PEXPIRE', key, window)
-    else
-      ttl = rcall('PTTL', key)
-      if ttl < 0 then -- a counter that lost its TTL must not block forever
-        rcall('PEXPIRE', key, window)
-        ttl = tonumber(window)
-      end
-    end
-    return n, tonumber(limit), tonumber(now) + ttl
-  end
-  local c, climit, creset = count(KEYS[4], ARGV[3], ARGV[4])
-  if c > climit then return '9,0,' .. fmt_ms(climit) .. ',0,' .. fmt_ms(creset) end
-  local t, tlimit, treset = count(KEYS[5], ARGV[5], ARGV[6])
-  if t > tlimit then return '9,0,' .. fmt_ms(tlimit) .. ',0,' .. fmt_ms(treset) end
-  if tlimit - t < climit - c then
-    rl = ',' .. fmt_ms(tlimit) .. ',' .. fmt_ms(tlimit - t) .. ',' .. fmt_ms(treset)
-  else
-    rl = ',' .. fmt_ms(climit) .. ',' .. fmt_ms(climit - c) .. ',' .. fmt_ms(creset)
-  end
+  local ok
+  ok, rl = rate_count(KEYS[4], RL_READ_LIMIT, RL_READ_WINDOW, KEYS[5], RL_TENANT_LIMIT, RL_TENANT_WINDOW, tonumber(now))
+  if not ok then return '9' .. rl .. ',0' end
 end
 
 local rec = rcall('GET', record)
-if not rec then return '1,0' .. rl end
+if not rec then return '1' .. rl .. ',0' end
 local st, typ, ex = rec_head(rec)
-if gone(ex, now) then return '1,0' .. rl end
+if gone(ex, now) then return '1' .. rl .. ',0' end
 
 if caller == '' or terminal(st) then
-  return '0,0' .. rl .. '|' .. rec
+  return '0' .. rl .. ',0|' .. rec
 end
 
 local state = rcall('HGET', pacing, caller)
@@ -78,7 +54,7 @@ if state then
   if t < at + ra * 1000 * (1 - EARLY_TOLERANCE) then
     local left = math.ceil((at + ra * 1000 - t) / 1000)
     if left < 1 then left = 1 end
-    return '3,' .. fmt_ms(left) .. rl
+    return '3' .. rl .. ',' .. fmt_ms(left)
   end
 end
 
@@ -93,4 +69,4 @@ for _ = 1, n do
 end
 if n == 1 then n = '1' end -- a caller's first poll: no number to print (Lua prints numbers through sprintf)
 rcall('HSET', pacing, caller, n .. ',' .. now .. ',' .. ra)
-return '0,' .. ra .. rl .. '|' .. rec
+return '0' .. rl .. ',' .. ra .. '|' .. rec

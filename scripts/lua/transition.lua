@@ -9,7 +9,10 @@
 -- KEYS[7] webhook outbox stream                    KEYS[8] audit stream
 -- KEYS[9] change channel (the record's hash tag): an applied call announces
 --         "<id>,<version>" on it for the waiters (internal/store/hub.go)
--- KEYS[10] idempotency key (optional)
+-- KEYS[10] credential write-rate counter, KEYS[11] tenant rate counter (both
+--          optional: present, the call is counted against ratelimit.write and
+--          .tenant first; the sweeper's calls are not counted)
+-- KEYS[12], or KEYS[10] without the counters: idempotency key (optional)
 -- ARGV[1] target status: p s f c e        ARGV[2] now (unix ms)
 -- ARGV[3] by (key id, or "system")
 -- ARGV[4] payload: progress / result / failure JSON, cancel reason JSON, or ""
@@ -32,8 +35,9 @@
 -- QUEUED_TIMEOUT, PROCESSING_TIMEOUT, RETENTION (ms, 0 = forever), each with its
 -- per-type ";t=ms;" string (..._BY_TYPE), IDEMPOTENCY_TTL (ms), OUTBOX_BOUND
 -- (XADD MAXLEN ~), BUCKET_WIDTH (ms, the retention buckets'), AUDIT_BOUND
--- (entries the audit stream may hold; 0: audit off) and PUBLISH ('SPUBLISH' on a
--- Cluster, else 'PUBLISH').
+-- (entries the audit stream may hold; 0: audit off), PUBLISH ('SPUBLISH' on a
+-- Cluster, else 'PUBLISH'), RL_WRITE_LIMIT, RL_WRITE_WINDOW (ms, a string),
+-- RL_TENANT_LIMIT and RL_TENANT_WINDOW.
 -- An applied status change emits its webhook event (emit_webhooks, when the tenant
 -- has endpoints: meta field wh): queued ->
 -- processing emits p (request.processing), a terminal status its own letter. A
@@ -45,27 +49,39 @@
 --   "5" .. record  idempotent replay
 --   "6" .. record  already terminal (record untouched)
 --   "7" sweeper guard failed: nothing to do
+--   "9" rate limited: nothing written but the counters
+-- When counted, the code is followed by rate_count's ":<limit>,<remaining>,<reset>;"
+-- (before the record).
 local record, deadlines, buckets, pacing, meta, hooks, outbox, idem =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[10]
 local to, now, by, payload, guard, id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[6], ARGV[8]
 
+-- the write limits (rate_count), before anything is read or written
+local rl = ''
+if KEYS[11] then
+  idem = KEYS[12]
+  local ok
+  ok, rl = rate_count(KEYS[10], RL_WRITE_LIMIT, RL_WRITE_WINDOW, KEYS[11], RL_TENANT_LIMIT, RL_TENANT_WINDOW, tonumber(now))
+  if not ok then return '9' .. rl end
+end
+
 local rec = rcall('GET', record)
-if not rec then return '1' end
+if not rec then return '1' .. rl end
 local f = rec_split(rec)
-if gone(f[4], now) then return '1' end
+if gone(f[4], now) then return '1' .. rl end
 
 if idem then
   local prev = rcall('GET', idem)
   if prev then
-    if prev ~= ARGV[7] then return '4' end
-    return '5' .. rec
+    if prev ~= ARGV[7] then return '4' .. rl end
+    return '5' .. rl .. rec
   end
 end
 
 local from = f[1]
 if terminal(from) then
   if guard ~= '' then return '7' end
-  return '6' .. rec
+  return '6' .. rl .. rec
 end
 if guard ~= '' then
   if from ~= guard then return '7' end
@@ -139,4 +155,4 @@ rcall(PUBLISH, KEYS[9], id .. ',' .. f[2])
 if from ~= to and rcall('HGET', meta, 'wh') then
   emit_webhooks(hooks, outbox, OUTBOX_BOUND, to, id, now, rec)
 end
-return '0' .. rec
+return '0' .. rl .. rec
