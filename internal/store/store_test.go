@@ -128,6 +128,20 @@ func (f *fixture) mustCreateIn0(tb testing.TB, tenant, typ string) *domain.Reque
 	}
 }
 
+// keyIn0 is an Idempotency-Key, starting with base, whose create goes to
+// shard 0 (store.CreateShard); base itself with one shard.
+func (f *fixture) keyIn0(base string) domain.IdempotencyKey {
+	if f.shards == 1 {
+		return domain.IdempotencyKey(base)
+	}
+	for {
+		f.keySeq++
+		if k := fmt.Sprintf("%s-s0-%d", base, f.keySeq); store.CreateShard(f.s, k) == 0 {
+			return domain.IdempotencyKey(k)
+		}
+	}
+}
+
 // sumCard is the ZCARD of the zset "<tag><rest>" summed over tenant's shards.
 func (f *fixture) sumCard(tb testing.TB, tenant, rest string) int64 {
 	tb.Helper()
