@@ -326,3 +326,42 @@ func TestShardedCursorWalkUnderWriters(t *testing.T) {
 		}
 	})
 }
+
+// With one shard every key is spelled as before shards existed: the tenant's
+// tag {T}, nothing else (the bench's bytes per request do not move).
+func TestOneShardSpellsKeysAsBefore(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			f := newFixture(t, b, nil)
+			r := f.mustCreate(t, "acme", "x")
+			if _, _, err := pollOf(f.s, "acme", r.ID, "key_p"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.s.MarkProcessing(ctx, tp("acme", r.ID), domain.ProgressInput{}); err != nil {
+				t.Fatal(err)
+			}
+			q := f.mustCreate(t, "acme", "x")
+			if _, err := f.s.Complete(ctx, tp("acme", q.ID), domain.CompleteInput{ResultType: "answer", Result: json.RawMessage(`{}`)}); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]bool{
+				":{acme}:r:" + r.ID: true, ":{acme}:r:" + q.ID: true, ":{acme}:pc:" + r.ID: true,
+				":{acme}:ix:p:x": true, ":{acme}:ix:s:x": true, ":{acme}:dl": true, ":{acme}:m": true, ":{acme}:rbi": true,
+			}
+			keys := f.tenantKeys(t, "acme")
+			for _, k := range keys {
+				rest := strings.TrimPrefix(k, f.prefix)
+				if strings.HasPrefix(rest, ":{acme}:rb:") {
+					continue // the retention bucket of q's expires_at
+				}
+				if !want[rest] {
+					t.Fatalf("key %s is not one the layout before shards had", k)
+				}
+				delete(want, rest)
+			}
+			if len(want) != 0 {
+				t.Fatalf("keys missing: %v (have %v)", want, keys)
+			}
+		})
+	}
+}
