@@ -6,9 +6,12 @@ import (
 )
 
 // keys builds every Redis key asyncstatus uses; nothing else spells a key, and
-// scripts receive all of theirs in KEYS. Every key of a tenant carries the hash tag
-// {<tenant>}, so that one script only ever touches one cluster slot. Status codes in
-// keys and records are one letter (statusCode) to keep both short.
+// scripts receive all of theirs in KEYS. Every key of a tenant carries a hash tag
+// of the tenant's, so that one script only ever touches one cluster slot: the
+// request keys take tag, the hash tag of one of the tenant's shards ("{<tenant>}"
+// for shard 0, "{<tenant>:<n>}" for the others: shard.go), the tenant-level keys
+// the tenant's own "{<tenant>}". Status codes in keys and records are one letter
+// (statusCode) to keep both short.
 type keys struct{ prefix string }
 
 // record: string, one per request: its fields in one compact string (layout in
@@ -31,10 +34,11 @@ func (k keys) changes(tag string) string { return k.prefix + ":" + tag + ":w" }
 // request (poll.lua). The terminal transition and delete remove it.
 func (k keys) pacing(tag, id string) string { return k.prefix + ":" + tag + ":pc:" + id }
 
-// meta: hash of tenant flags, read by create.lua with one HMGET: fz = "1" while
-// frozen, wh = "1" while the tenant has webhook endpoints, and t:<type> = "1" for
-// every type the tenant has created (listings without a type filter merge the
-// indexes of each; they never go, and stay few). No TTL.
+// meta: hash of tenant flags, one per shard, read by create.lua with one HMGET:
+// fz = "1" while frozen, wh = "1" while the tenant has webhook endpoints (both
+// copied into every shard: SetFrozen, copyFilter), and t:<type> = "1" for every
+// type created in this shard (listings without a type filter merge the indexes
+// of each; they never go, and stay few). No TTL.
 func (k keys) meta(tag string) string { return k.prefix + ":" + tag + ":m" }
 
 // index: zset of the tenant's request ids in one status and of one type, score
@@ -106,9 +110,8 @@ func (k keys) tenants() string { return k.prefix + ":tenants" }
 // audit: stream of audit entries (docs/operations.md, Audit trail), one per
 // create, transition, heartbeat and delete, written by the same script as the
 // change; consumer group "audit". Entries are deleted once a sink has written
-// them. It is built from the tag of the tenant's records, so that it stays in
-// the slot of the records whose changes it holds: when a tenant's records are
-// spread over several tags, each tag gets its own audit stream (auditOfTag).
+// them. It is built from the tag of the records whose changes it holds, so
+// that it stays in their slot: each tenant shard has its own stream.
 func (k keys) audit(tag string) string { return k.prefix + ":" + tag + ":au" }
 
 // Webhooks (spec §10, store/webhooks.go).
