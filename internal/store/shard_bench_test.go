@@ -61,17 +61,22 @@ func masterCalls(tb testing.TB, cc *redis.ClusterClient) map[string]int64 {
 // 16 and 32 tenant shards, and reports the share of the commands each master
 // executed (INFO commandstats; target 33% +/- 5% each with S > 1, against 100%
 // on one master with S = 1) and the ops/s of this run (S = 16 vs S = 1: the
-// same machine, the same run).
+// same machine, the same run), with the script calls autopipelined (as serve
+// does) and without.
 //
 //	go test -run '^$' -bench BenchmarkShardedMasterShare -benchtime 3000x ./internal/store/
 func BenchmarkShardedMasterShare(b *testing.B) {
 	in, _, done := loadReference(b)
-	for _, n := range []int{1, 16, 32} {
-		b.Run(fmt.Sprintf("S=%d", n), func(b *testing.B) {
+	for _, c := range []struct {
+		n  int
+		ap bool
+	}{{1, true}, {16, true}, {32, true}, {1, false}, {16, false}} {
+		n := c.n
+		b.Run(fmt.Sprintf("S=%d/autopipeline=%v", n, c.ap), func(b *testing.B) {
 			cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: testenv.Cluster(b), PoolSize: 64})
 			b.Cleanup(func() { cc.Close() })
 			s, err := store.New(cc, store.Options{Prefix: testenv.Isolate(b), Retention: 720 * time.Hour,
-				AutoPipeline: true, TenantShards: n})
+				AutoPipeline: c.ap, TenantShards: n})
 			if err != nil {
 				b.Fatal(err)
 			}
