@@ -61,7 +61,7 @@ type Redis struct {
 
 // DefaultClusterShards is what redis.tenant_shards 0 means on a Cluster: on 3
 // masters 16 shards put 37.5% / 31% / 31% of one tenant's commands on each
-// (measured: 37.6-38.8% on the busiest), where 32 would even it out further
+// (measured: 36.8-38.8% on the busiest), where 32 would even it out further
 // but double the cost of a listing page (docs/operations.md).
 const DefaultClusterShards = 16
 
