@@ -365,3 +365,49 @@ func TestOneShardSpellsKeysAsBefore(t *testing.T) {
 		})
 	}
 }
+
+// Raising S later moves nothing: requests made with S = 4 are read, listed,
+// transitioned and swept by a store with S = 8, next to its own.
+func TestRaisingShards(t *testing.T) {
+	forEachShardedBackend(t, func(t *testing.T, b backend) {
+		f := newFixture(t, b, func(o *store.Options) { o.QueuedTimeout = time.Hour })
+		var ids []string
+		for range 16 {
+			ids = append(ids, f.mustCreate(t, "acme", "x").ID)
+		}
+		s, err := store.New(f.rdb, store.Options{Prefix: f.prefix, TenantShards: 2 * b.Shards, OpTimeout: 5 * time.Second,
+			Retention: time.Hour, Now: f.clock.Now, QueuedTimeout: time.Hour, RetentionBucket: 100 * time.Millisecond,
+			AutoPipeline: b.AutoPipeline})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nf := &fixture{s: s, rdb: f.rdb, clock: f.clock, prefix: f.prefix, shards: 2 * b.Shards}
+		beyond := 0
+		for range 32 {
+			id := nf.mustCreate(t, "acme", "x").ID
+			ids = append(ids, id)
+			if store.ShardOf(id) >= b.Shards {
+				beyond++
+			}
+		}
+		if beyond == 0 {
+			t.Fatal("no request went to the new shards")
+		}
+		for _, id := range ids {
+			nf.mustGet(t, "acme", id)
+		}
+		want := slices.Clone(ids)
+		slices.Sort(want)
+		slices.Reverse(want)
+		if got, _ := nf.listAll(t, "acme", domain.ListFilter{Limit: 7}); !slices.Equal(got, want) {
+			t.Fatalf("listed %d, want %d", len(got), len(want))
+		}
+		if _, err := nf.s.Complete(ctx, tp("acme", ids[0]), domain.CompleteInput{ResultType: "answer", Result: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		nf.clock.Add(2 * time.Hour)
+		if st := mustTick(t, nf.sweeper(store.SweeperOptions{})); st.Expired != int64(len(ids)-1) {
+			t.Fatalf("sweep: %+v, want %d expired", st, len(ids)-1)
+		}
+	})
+}
