@@ -246,11 +246,12 @@ func TestShardUpgrade(t *testing.T) {
 }
 
 // A walk through every page of a sharded listing while writers create,
-// transition and delete: no id twice, newest first, and every request that
-// existed before the walk and was not deleted is listed.
+// transition, expire (queued timeout) and delete: no id twice, newest first,
+// and every request that existed before the walk and was not deleted is
+// listed.
 func TestShardedCursorWalkUnderWriters(t *testing.T) {
 	forEachShardedBackend(t, func(t *testing.T, b backend) {
-		f := newFixture(t, b, nil)
+		f := listFixture(t, b, nil) // queued timeout 1ms, the clock a minute ahead
 		var before []string
 		for range 120 {
 			before = append(before, f.mustCreate(t, "acme", "x").ID)
@@ -273,13 +274,15 @@ func TestShardedCursorWalkUnderWriters(t *testing.T) {
 				}
 				id := before[(i*7)%len(before)]
 				var err error
-				switch i % 3 {
+				switch i % 4 {
 				case 0:
 					_, err = f.s.MarkProcessing(ctx, tp("acme", id), domain.ProgressInput{})
 				case 1:
 					_, err = f.s.Complete(ctx, tp("acme", id), domain.CompleteInput{ResultType: "answer", Result: json.RawMessage(`{}`)})
+				case 3:
+					_, err = f.s.ExpireQueued(ctx, "acme", id)
 				case 2:
-					if i%9 == 2 {
+					if i%12 == 2 {
 						mu.Lock()
 						deleted[id] = true
 						mu.Unlock()
