@@ -32,7 +32,7 @@ func rateLimits(cfg config.Config) (*ratelimit.Rates, error) {
 }
 
 // newRateLimiter is the HTTP layer's limiter, for the calls the store does not
-// count itself (listings, events, webhook management), its fail-opens and
+// count itself (listings, webhook management), its fail-opens and
 // errors on m. It returns nil when rate limits are off, so the HTTP layer
 // makes no call.
 func newRateLimiter(ctx context.Context, cfg config.Config, rdb redis.UniversalClient, log *slog.Logger, m *metrics.Metrics) (httpapi.RateLimiter, error) {

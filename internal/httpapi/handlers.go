@@ -245,10 +245,14 @@ func etagMatches(header string, version int64) bool {
 
 func (s *Server) events(c *fiber.Ctx) error {
 	p := principal(c)
-	evs, err := s.reqs.Events(c.UserContext(), p.Tenant, c.Params("id"))
+	res, err := s.reqs.ReadEvents(c.UserContext(), domain.PollParams{Tenant: p.Tenant, ID: c.Params("id"), Credential: rateCredential(p)})
+	if res.Rate != nil {
+		setRateHeaders(c, res.Rate)
+	}
 	if err != nil {
 		return err
 	}
+	evs := res.Request.Events
 	if evs == nil {
 		evs = []domain.Event{}
 	}

@@ -35,7 +35,7 @@ type reqState struct {
 	// was streamed, in a buffer of the server's pool.
 	bodyRead bool
 	body     *[]byte
-	// rate receives the rate limit a store call counted (countedParams).
+	// rate receives the rate limit a store call counted (countedRate).
 	rate domain.RateInfo
 }
 

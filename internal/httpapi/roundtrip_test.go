@@ -179,3 +179,34 @@ func TestOneRoundTripPerWriteWithRateLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestEventsCountedByTheScript: with the read limits counted by the scripts,
+// an events read is one round trip counted on the poll's counters (one read
+// budget per credential), carries RateLimit-*, and never reaches the
+// middleware's limiter.
+func TestEventsCountedByTheScript(t *testing.T) {
+	e, lim := envWithPollRate(t, 3)
+	id, tok := e.mustCreate("acme-rw")
+	c := &testenv.RoundTrips{}
+	e.rdb.AddHook(c)
+	if r := e.call("GET", "/v1/requests/"+id, "", e.as("acme-r")...); r.code != 200 || r.h.Get("RateLimit-Remaining") != "2" {
+		t.Fatalf("poll: %d %v", r.code, r.h)
+	}
+	before := c.Trips.Load()
+	r := e.call("GET", "/v1/requests/"+id+"/events", "", e.as("acme-r")...)
+	if r.code != 200 || r.h.Get("RateLimit-Limit") != "3" || r.h.Get("RateLimit-Remaining") != "1" || !strings.Contains(string(r.body), `"items"`) {
+		t.Fatalf("events: %d %v %s", r.code, r.h, r.body)
+	}
+	if got := c.Trips.Load() - before; got != 1 {
+		t.Fatalf("events: %d round trips, want 1", got)
+	}
+	e.call("GET", "/v1/requests/"+id+"/events", "", e.as("acme-r")...)
+	wantProblem(t, e.call("GET", "/v1/requests/"+id+"/events", "", e.as("acme-r")...), 429, "RATE_LIMITED")
+	// the poll token is a credential of its own
+	if r := e.call("GET", "/v1/requests/"+id+"/events", "", "X-Poll-Token", tok); r.code != 200 || r.h.Get("RateLimit-Remaining") != "2" {
+		t.Fatalf("events by poll token: %d %v", r.code, r.h)
+	}
+	if len(lim.calls) != 1 || !strings.HasSuffix(lim.calls[0], "/write") {
+		t.Fatalf("the middleware limiter counted reads: %v", lim.calls)
+	}
+}

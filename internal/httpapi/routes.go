@@ -22,7 +22,7 @@ func (s *Server) routes() {
 	v1.Post("/requests", s.authedCounted(domain.ScopeWrite, false), s.create)
 	v1.Get("/requests", s.authed(domain.ScopeRead, false), s.list) // API keys only: poll tokens cannot list
 	v1.Get("/requests/:id", s.authedPoll(), s.poll)
-	v1.Get("/requests/:id/events", s.authed(domain.ScopeRead, true), s.events)
+	v1.Get("/requests/:id/events", s.authedCounted(domain.ScopeRead, true), s.events)
 	if s.opts.Waits != nil { // spec §12 (stream.go)
 		v1.Get("/requests/:id/stream", streamHeaders, s.authedStream(), s.stream)
 	}

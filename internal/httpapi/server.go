@@ -23,7 +23,8 @@ import (
 type Requests interface {
 	Create(ctx context.Context, p domain.CreateParams) (*domain.Request, bool, error)
 	Poll(ctx context.Context, p domain.PollParams) (domain.PollResult, error)
-	Events(ctx context.Context, tenant, id string) ([]domain.Event, error)
+	// ReadEvents reads a request with its events, counting p.Credential as Poll does.
+	ReadEvents(ctx context.Context, p domain.PollParams) (domain.PollResult, error)
 	List(ctx context.Context, tenant string, f domain.ListFilter) (*domain.ListPage, error)
 	MarkProcessing(ctx context.Context, p domain.TransitionParams, in domain.ProgressInput) (*domain.Request, error)
 	Complete(ctx context.Context, p domain.TransitionParams, in domain.CompleteInput) (*domain.Request, error)

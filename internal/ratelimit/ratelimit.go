@@ -1,8 +1,8 @@
 // Package ratelimit owns the rate policy of API v1 §5: the parsed rates
 // (Rates, which the store's scripts count for the calls they serve), the
 // spelling of the counters (CounterKeys), and a Limiter on ulule/limiter's
-// Redis store for the calls no script counts (events, listings, webhook
-// management; docs/pacing.md).
+// Redis store for the calls no script counts (listings, webhook management;
+// docs/pacing.md).
 //
 // Every Allow counts one request against two fixed windows (ulule's model: a
 // window starts at a key's first hit and lasts one period):

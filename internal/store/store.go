@@ -153,6 +153,10 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 	if o.WaitReplicas > 0 && o.WaitTimeout <= 0 {
 		o.WaitTimeout = 500 * time.Millisecond
 	}
+	if o.RateLimits != nil { // the scripts' constants are made of them now: keep them
+		r := *o.RateLimits
+		o.RateLimits = &r
+	}
 	queued := make(map[string]time.Duration, len(o.QueuedTimeoutByType))
 	for t, d := range o.QueuedTimeoutByType {
 		if d > 0 { // an override of 0 means the default, as it always did
@@ -561,11 +565,19 @@ func validID(id string) bool {
 
 // Events lists a request's status changes, oldest first.
 func (s *Store) Events(ctx context.Context, tenant, id string) ([]domain.Event, error) {
-	res, err := s.read(ctx, domain.PollParams{Tenant: tenant, ID: id}, true)
+	res, err := s.ReadEvents(ctx, domain.PollParams{Tenant: tenant, ID: id})
 	if err != nil {
 		return nil, err
 	}
 	return res.Request.Events, nil
+}
+
+// ReadEvents reads a request with its events for a caller of the API, never
+// paced (p.Caller is ignored); p.Credential, when set, is counted against the
+// read limits in the same script, and the result's Rate says what was counted.
+func (s *Store) ReadEvents(ctx context.Context, p domain.PollParams) (domain.PollResult, error) {
+	p.Caller = ""
+	return s.read(ctx, p, true)
 }
 
 // MarkProcessing moves a queued request to processing, or records a heartbeat and
