@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/asyncstatus/asyncstatus/internal/config"
@@ -122,7 +123,9 @@ func cmdWebhooks(ctx context.Context, args []string, getenv func(string) string,
 		}
 		tenants = tenants[:0]
 		for _, t := range ts {
-			tenants = append(tenants, t.Name)
+			if !slices.Contains(tenants, t.Tenant) { // once, not once per shard
+				tenants = append(tenants, t.Tenant)
+			}
 		}
 	}
 	verb := "resealing"

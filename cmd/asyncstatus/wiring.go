@@ -145,6 +145,7 @@ func storeOptions(cfg config.Config) store.Options {
 		EarlyTolerance: cfg.Polling.EarlyTolerance,
 		WaitReplicas:   cfg.Redis.WaitReplicas, WaitTimeout: cfg.Redis.WaitTimeout,
 		AutoPipeline: cfg.Redis.AutoPipeline,
+		TenantShards: cfg.Redis.Shards(),
 		// buckets as wide as a sweep interval: index entries go within two intervals
 		RetentionBucket: cfg.Lifecycle.SweepInterval,
 	}

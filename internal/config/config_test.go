@@ -336,6 +336,8 @@ func TestValidateRejects(t *testing.T) {
 		{"op_timeout 0", func(c *Config) { c.Redis.OpTimeout = 0 }, "redis.op_timeout"},
 		{"pool_size negative", func(c *Config) { c.Redis.PoolSize = -1 }, "redis.pool_size"},
 		{"wait_replicas negative", func(c *Config) { c.Redis.WaitReplicas = -1 }, "redis.wait_replicas"},
+		{"tenant_shards negative", func(c *Config) { c.Redis.TenantShards = -1 }, "redis.tenant_shards"},
+		{"tenant_shards 257", func(c *Config) { c.Redis.TenantShards = 257 }, "redis.tenant_shards"},
 		{"wait_timeout 0 with replicas", func(c *Config) { c.Redis.WaitReplicas = 1; c.Redis.WaitTimeout = 0 }, "redis.wait_timeout"},
 		{"wait_timeout negative", func(c *Config) { c.Redis.WaitTimeout = -time.Second }, "redis.wait_timeout"},
 		{"schedule empty", func(c *Config) { c.Polling.Schedule = nil }, "polling.schedule"},
@@ -451,6 +453,7 @@ func TestValidateAcceptsEdges(t *testing.T) {
 	c.Redis.URL = "rediss://user:pw@redis.example.com:6380/1"
 	c.Redis.WaitReplicas = 2
 	c.Redis.PoolSize = 0
+	c.Redis.TenantShards = 256
 	c.HTTP.Addr = ":0"
 	c.HTTP.PublicURL = "https://api.example.com/status/"
 	c.HTTP.ReadTimeout = 0
@@ -509,6 +512,26 @@ func TestRequirePollTokenSecret(t *testing.T) {
 		if err := c.RequirePollTokenSecret(); err != nil {
 			t.Errorf("with secret: %v", err)
 		}
+	}
+}
+
+// redis.tenant_shards 0 spreads on a Cluster and stays 1 on one server.
+func TestTenantShards(t *testing.T) {
+	c := Defaults()
+	if c.Redis.TenantShards != 0 || c.Redis.Shards() != 1 {
+		t.Fatalf("default: %d, resolved %d; want 0 and 1 (embedded store)", c.Redis.TenantShards, c.Redis.Shards())
+	}
+	c.Redis.URL = "redis://localhost:6379"
+	if c.Redis.Shards() != 1 {
+		t.Fatalf("single Redis: %d", c.Redis.Shards())
+	}
+	c.Redis.URL, c.Redis.ClusterAddrs = "", []string{"a:1", "b:2"}
+	if c.Redis.Shards() != DefaultClusterShards {
+		t.Fatalf("cluster: %d", c.Redis.Shards())
+	}
+	c.Redis.TenantShards = 1
+	if c.Redis.Shards() != 1 {
+		t.Fatalf("cluster with 1 set: %d", c.Redis.Shards())
 	}
 }
 

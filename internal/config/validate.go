@@ -148,6 +148,10 @@ func (r *Redis) validate(p *problems) {
 		// {<tenant>}, putting every tenant into one slot.
 		p.add("redis.key_prefix", "must not contain { or }, got %q", r.KeyPrefix)
 	}
+	// 256: a shard index is one byte of a request id (store.MaxTenantShards)
+	if r.TenantShards < 0 || r.TenantShards > 256 {
+		p.add("redis.tenant_shards", "must be 0 (automatic) or 1..256, got %d", r.TenantShards)
+	}
 	p.positive("redis.op_timeout", r.OpTimeout)
 	if r.PoolSize < 0 {
 		p.add("redis.pool_size", "must not be negative (0 means the go-redis default), got %d", r.PoolSize)

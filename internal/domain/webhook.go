@@ -95,7 +95,11 @@ const (
 // WebhookMessage is one outbox entry on its way to one endpoint: what the
 // dispatcher sends and how it settles the attempt.
 type WebhookMessage struct {
-	Tenant     string
+	Tenant string
+	// Shard names the outbox of one of the tenant's shards (internal/store,
+	// redis.tenant_shards) the message waits in: "" for the tenant's own. The
+	// dispatcher counts its work per Queue.
+	Shard      string
 	EndpointID string
 	// ID is the webhook-id: the same for every endpoint and every retry.
 	ID    string
@@ -112,6 +116,14 @@ type WebhookMessage struct {
 	Lease   int64
 }
 
+// Queue is the name of the outbox m waits in: its Shard, or its Tenant.
+func (m WebhookMessage) Queue() string {
+	if m.Shard != "" {
+		return m.Shard
+	}
+	return m.Tenant
+}
+
 // WebhookSettlement is how one delivery attempt ended.
 type WebhookSettlement struct {
 	// Log is the attempt for the endpoint's delivery log; nil logs nothing (the
@@ -126,7 +138,10 @@ type WebhookSettlement struct {
 
 // WebhookTenant is a tenant in the registry the dispatchers walk.
 type WebhookTenant struct {
+	// Name is the queue's: the tenant's, or one of its shards' (WebhookMessage.Shard).
 	Name string
+	// Tenant is the tenant it belongs to.
+	Tenant string
 	// Frozen tenants get no deliveries until they are unfrozen.
 	Frozen bool
 	// Endpoints is how many endpoints it has; 0 makes it a candidate for pruning.

@@ -36,7 +36,8 @@ const (
 )
 
 // OnAudit sets f to be told the tenant of every applied create, transition and
-// delete (idempotent replays excluded), which recorded an audit entry. f must
+// delete (idempotent replays excluded), which recorded an audit entry: the
+// name of the tenant's shard that holds it, as AuditTenants names it. f must
 // be quick and must not block: it runs on the request's path. nil removes it.
 func (s *Store) OnAudit(f func(tenant string)) {
 	if f == nil {
@@ -46,9 +47,23 @@ func (s *Store) OnAudit(f func(tenant string)) {
 	s.auditHook.f.Store(&f)
 }
 
-// AuditTenants reads the tenant registry: every tenant that created a request.
+// AuditTenants reads the tenant registry (every tenant that created a request)
+// and names each shard of each tenant: a tenant's shard 0 by the tenant's name,
+// its shard s > 0 by "<tenant>:<n>" (shardName), since each shard has its own
+// audit stream. The drainer passes these names back to every other call; the
+// events it gets carry the tenant.
 func (s *Store) AuditTenants(ctx context.Context) ([]string, error) {
-	return s.tenantList(ctx)
+	ts, err := s.tenantList(ctx)
+	if err != nil || s.opts.TenantShards == 1 {
+		return ts, err
+	}
+	out := make([]string, 0, len(ts)*s.opts.TenantShards)
+	for _, t := range ts {
+		for _, tag := range s.tenantTags(t) {
+			out = append(out, shardName(tag))
+		}
+	}
+	return out, nil
 }
 
 // ReadAudit reads, for consumer, up to count new audit entries of each tenant
@@ -56,7 +71,7 @@ func (s *Store) AuditTenants(ctx context.Context) ([]string, error) {
 // ClaimStaleAudit lets another consumer take them over. A tenant's consumer
 // group is made on first use, from the start of its stream.
 func (s *Store) ReadAudit(ctx context.Context, consumer string, tenants []string, count int) ([]domain.AuditEvent, error) {
-	got, err := s.readNew(ctx, "read audit stream", auditGroup, consumer, tenants, s.k.audit,
+	got, err := s.readNew(ctx, "read audit stream", auditGroup, consumer, tenants, func(t string) string { return s.k.audit(tagOf(t)) },
 		func(string) int64 { return int64(count) })
 	var out []domain.AuditEvent
 	for t, xs := range got {
@@ -79,7 +94,7 @@ func (s *Store) ClaimStaleAudit(ctx context.Context, consumer string, tenants []
 		cmds := make([]*redis.XAutoClaimCmd, len(chunk))
 		_, _ = s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
 			for i, t := range chunk {
-				cmds[i] = p.XAutoClaim(cctx, &redis.XAutoClaimArgs{Stream: s.k.audit(t), Group: auditGroup,
+				cmds[i] = p.XAutoClaim(cctx, &redis.XAutoClaimArgs{Stream: s.k.audit(tagOf(t)), Group: auditGroup,
 					Consumer: consumer, MinIdle: minIdle, Start: "0-0", Count: int64(count)})
 			}
 			return nil
@@ -109,7 +124,7 @@ func (s *Store) decodeAudit(ctx context.Context, tenant string, xs []redis.XMess
 			bad = append(bad, x.ID)
 		}
 	}
-	s.dropEntries(ctx, s.k.audit(tenant), auditGroup, bad)
+	s.dropEntries(ctx, s.k.audit(tagOf(tenant)), auditGroup, bad)
 	return out
 }
 
@@ -128,8 +143,14 @@ func decodeAuditEntry(tenant string, x redis.XMessage) (domain.AuditEvent, bool)
 	if err1 != nil || err2 != nil || err3 != nil {
 		return domain.AuditEvent{}, false
 	}
-	e := domain.AuditEvent{EventID: "evt_" + f[0] + "_" + f[1], Tenant: tenant, RequestID: f[0], RequestType: f[7],
-		Seq: seq, By: f[5], At: domain.TimeMs(at), Version: ver, FailureCode: f[8], Entry: x.ID}
+	// Entry names the shard's stream too, where it is not the tenant's shard 0
+	// (AckAudit reads it back with auditEntry).
+	entry := x.ID
+	if t := tenantOf(tenant); t != tenant {
+		entry = x.ID + "@" + tenant
+	}
+	e := domain.AuditEvent{EventID: "evt_" + f[0] + "_" + f[1], Tenant: tenantOf(tenant), RequestID: f[0], RequestType: f[7],
+		Seq: seq, By: f[5], At: domain.TimeMs(at), Version: ver, FailureCode: f[8], Entry: entry}
 	if st, ok := codeStatus[f[3]]; ok {
 		e.From = &st
 	}
@@ -163,12 +184,13 @@ func (s *Store) AckAudit(ctx context.Context, evs []domain.AuditEvent) error {
 	newest := map[string]string{}
 	var order []string
 	for _, e := range evs {
-		if _, ok := byTenant[e.Tenant]; !ok {
-			order = append(order, e.Tenant)
+		id, name := auditEntry(e)
+		if _, ok := byTenant[name]; !ok {
+			order = append(order, name)
 		}
-		byTenant[e.Tenant] = append(byTenant[e.Tenant], e.Entry)
-		if streamIDLess(newest[e.Tenant], e.Entry) {
-			newest[e.Tenant] = e.Entry
+		byTenant[name] = append(byTenant[name], id)
+		if streamIDLess(newest[name], id) {
+			newest[name] = id
 		}
 	}
 	for len(order) > 0 {
@@ -178,8 +200,8 @@ func (s *Store) AckAudit(ctx context.Context, evs []domain.AuditEvent) error {
 		pending := make([]*redis.XPendingCmd, len(chunk))
 		_, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
 			for i, t := range chunk {
-				p.XAck(cctx, s.k.audit(t), auditGroup, byTenant[t]...)
-				pending[i] = p.XPending(cctx, s.k.audit(t), auditGroup)
+				p.XAck(cctx, s.k.audit(tagOf(t)), auditGroup, byTenant[t]...)
+				pending[i] = p.XPending(cctx, s.k.audit(tagOf(t)), auditGroup)
 			}
 			return nil
 		})
@@ -202,10 +224,10 @@ func (s *Store) AckAudit(ctx context.Context, evs []domain.AuditEvent) error {
 						}
 					}
 					if len(above) > 0 {
-						p.XDel(cctx, s.k.audit(t), above...)
+						p.XDel(cctx, s.k.audit(tagOf(t)), above...)
 					}
 				}
-				p.XTrimMinID(cctx, s.k.audit(t), below)
+				p.XTrimMinID(cctx, s.k.audit(tagOf(t)), below)
 			}
 			return nil
 		})
@@ -215,6 +237,15 @@ func (s *Store) AckAudit(ctx context.Context, evs []domain.AuditEvent) error {
 		}
 	}
 	return nil
+}
+
+// auditEntry is where e waits: its stream entry id, and the name of its
+// shard (the tenant for shard 0; see decodeAuditEntry).
+func auditEntry(e domain.AuditEvent) (id, name string) {
+	if id, name, ok := strings.Cut(e.Entry, "@"); ok {
+		return id, name
+	}
+	return e.Entry, e.Tenant
 }
 
 // streamIDLess orders stream entry ids ("<ms>-<seq>"); "" is below every id.
@@ -253,8 +284,8 @@ func (s *Store) AuditBacklog(ctx context.Context, tenants []string) ([]domain.Au
 		drops := make([]*redis.StringCmd, len(chunk))
 		_, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
 			for i, t := range chunk {
-				lens[i] = p.XLen(cctx, s.k.audit(t))
-				drops[i] = p.HGet(cctx, s.k.meta(t), auditDroppedField)
+				lens[i] = p.XLen(cctx, s.k.audit(tagOf(t)))
+				drops[i] = p.HGet(cctx, s.k.meta(tagOf(t)), auditDroppedField)
 			}
 			return nil
 		})
@@ -274,7 +305,7 @@ func (s *Store) AuditBacklog(ctx context.Context, tenants []string) ([]domain.Au
 func (s *Store) ForgetAuditDropped(ctx context.Context, tenant string, n int64) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
-	if err := s.rdb.HIncrBy(ctx, s.k.meta(tenant), auditDroppedField, -n).Err(); err != nil {
+	if err := s.rdb.HIncrBy(ctx, s.k.meta(tagOf(tenant)), auditDroppedField, -n).Err(); err != nil {
 		return backend(fmt.Sprintf("forget %d reported audit drops of %s", n, tenant), err)
 	}
 	return nil
@@ -284,5 +315,5 @@ func (s *Store) ForgetAuditDropped(ctx context.Context, tenant string, n int64) 
 // of replicas that are gone) idle longer than idle with nothing pending, except
 // self. It returns how many it removed.
 func (s *Store) ReapAuditConsumers(ctx context.Context, tenant, self string, idle time.Duration) (int, error) {
-	return s.reapConsumers(ctx, s.k.audit(tenant), auditGroup, self, idle)
+	return s.reapConsumers(ctx, s.k.audit(tagOf(tenant)), auditGroup, self, idle)
 }

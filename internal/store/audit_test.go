@@ -27,7 +27,7 @@ func (f *fixture) readAllAudit(tb testing.TB, consumer, tenant string) []domain.
 	tb.Helper()
 	var out []domain.AuditEvent
 	for {
-		evs, err := f.s.ReadAudit(ctx, consumer, []string{tenant}, 100)
+		evs, err := f.s.ReadAudit(ctx, consumer, f.auditNames(tenant), 100)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -36,6 +36,26 @@ func (f *fixture) readAllAudit(tb testing.TB, consumer, tenant string) []domain.
 		}
 		out = append(out, evs...)
 	}
+}
+
+// auditNames are the names the drainer knows tenant's shards by (AuditTenants):
+// the tenant for shard 0, "<tenant>:<n>" for the others.
+func (f *fixture) auditNames(tenant string) []string {
+	var out []string
+	for _, tag := range store.TenantTags(f.s, tenant) {
+		out = append(out, strings.Trim(tag, "{}"))
+	}
+	return out
+}
+
+// auditLen is how many entries wait in all of tenant's audit streams.
+func (f *fixture) auditLen(tb testing.TB, tenant string) int64 {
+	tb.Helper()
+	var n int64
+	for _, tag := range store.TenantTags(f.s, tenant) {
+		n += f.rdb.XLen(ctx, f.prefix+":"+tag+":au").Val()
+	}
+	return n
 }
 
 // auditSummary writes an event as "<version> <type> <seq> <from>><to> <by> <failure code>".
@@ -179,7 +199,7 @@ func TestAuditOff(t *testing.T) {
 		if err := f.s.DeleteBy(ctx, "acme", r.ID, "key_a"); err != nil {
 			t.Fatal(err)
 		}
-		if n := f.rdb.Exists(ctx, f.prefix+":{acme}:au").Val(); n != 0 {
+		if n := f.auditLen(t, "acme"); n != 0 {
 			t.Fatal("an audit stream was written with audit off")
 		}
 	})
@@ -202,11 +222,13 @@ func TestAuditBound(t *testing.T) {
 		if got := f.mustGet(t, "acme", r.ID); got.Status != domain.StatusSucceeded || got.Version != 5 {
 			t.Fatalf("record %+v", got)
 		}
-		bl, err := f.s.AuditBacklog(ctx, []string{"acme", "other"})
+		// the request's shard, by the name the drainer knows it by
+		sh := strings.Trim(store.IDTag(f.s, "acme", r.ID), "{}")
+		bl, err := f.s.AuditBacklog(ctx, []string{sh, "other"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(bl) != 2 || bl[0] != (domain.AuditBacklog{Tenant: "acme", Waiting: 3, Dropped: 2}) || bl[1] != (domain.AuditBacklog{Tenant: "other"}) {
+		if len(bl) != 2 || bl[0] != (domain.AuditBacklog{Tenant: sh, Waiting: 3, Dropped: 2}) || bl[1] != (domain.AuditBacklog{Tenant: "other"}) {
 			t.Fatalf("backlog %+v", bl)
 		}
 		// Once the sink took the backlog, events are recorded again.
@@ -214,14 +236,14 @@ func TestAuditBound(t *testing.T) {
 		if err := f.s.AckAudit(ctx, evs); err != nil {
 			t.Fatal(err)
 		}
-		if err := f.s.ForgetAuditDropped(ctx, "acme", 2); err != nil {
+		if err := f.s.ForgetAuditDropped(ctx, sh, 2); err != nil {
 			t.Fatal(err)
 		}
 		if err := f.s.DeleteBy(ctx, "acme", r.ID, "key_a"); err != nil {
 			t.Fatal(err)
 		}
-		bl, err = f.s.AuditBacklog(ctx, []string{"acme"})
-		if err != nil || bl[0] != (domain.AuditBacklog{Tenant: "acme", Waiting: 1}) {
+		bl, err = f.s.AuditBacklog(ctx, []string{sh})
+		if err != nil || bl[0] != (domain.AuditBacklog{Tenant: sh, Waiting: 1}) {
 			t.Fatalf("backlog after the drain %+v %v", bl, err)
 		}
 	})
@@ -236,12 +258,18 @@ func TestAuditConsumers(t *testing.T) {
 		for i := 0; i < 10; i++ {
 			f.mustCreate(t, "acme", "t.a")
 		}
-		one, err := f.s.ReadAudit(ctx, "c1", []string{"acme"}, 4)
-		if err != nil || len(one) != 4 {
-			t.Fatalf("c1 read %d: %v", len(one), err)
+		// up to 4 of each shard's stream (all 4 with one shard)
+		names := f.auditNames("acme")
+		want := int64(0)
+		for _, tag := range store.TenantTags(f.s, "acme") {
+			want += min(4, f.rdb.XLen(ctx, f.prefix+":"+tag+":au").Val())
+		}
+		one, err := f.s.ReadAudit(ctx, "c1", names, 4)
+		if err != nil || int64(len(one)) != want || (f.shards == 1 && len(one) != 4) {
+			t.Fatalf("c1 read %d, want %d: %v", len(one), want, err)
 		}
 		two := f.readAllAudit(t, "c2", "acme")
-		if len(two) != 6 {
+		if len(two) != 10-len(one) {
 			t.Fatalf("c2 read %d", len(two))
 		}
 		seen := map[string]bool{}
@@ -254,15 +282,15 @@ func TestAuditConsumers(t *testing.T) {
 		if err := f.s.AckAudit(ctx, two); err != nil {
 			t.Fatal(err)
 		}
-		if n := f.rdb.XLen(ctx, f.prefix+":{acme}:au").Val(); n != 4 {
-			t.Fatalf("%d entries left, want c1's 4", n)
+		if n := f.auditLen(t, "acme"); n != int64(len(one)) {
+			t.Fatalf("%d entries left, want c1's %d", n, len(one))
 		}
 		// c1 "dies": its entries wait until they are older than the claim age.
-		if got, err := f.s.ClaimStaleAudit(ctx, "c3", []string{"acme"}, time.Hour, 100); err != nil || len(got) != 0 {
+		if got, err := f.s.ClaimStaleAudit(ctx, "c3", names, time.Hour, 100); err != nil || len(got) != 0 {
 			t.Fatalf("claimed %d young entries: %v", len(got), err)
 		}
 		time.Sleep(50 * time.Millisecond)
-		got, err := f.s.ClaimStaleAudit(ctx, "c3", []string{"acme"}, 20*time.Millisecond, 100)
+		got, err := f.s.ClaimStaleAudit(ctx, "c3", names, 20*time.Millisecond, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -280,13 +308,32 @@ func TestAuditConsumers(t *testing.T) {
 		if err := f.s.AckAudit(ctx, got); err != nil {
 			t.Fatal(err)
 		}
-		if n := f.rdb.XLen(ctx, f.prefix+":{acme}:au").Val(); n != 0 {
+		if n := f.auditLen(t, "acme"); n != 0 {
 			t.Fatalf("%d entries left", n)
 		}
 		// c1 and c2 have nothing pending now. (miniredis v2.40.0 keeps counting
 		// claimed entries as c1's and reports no idle time: nothing to reap there.)
-		if n, err := f.s.ReapAuditConsumers(ctx, "acme", "c3", 0); err != nil || (b.Name != "miniredis" && n != 2) {
-			t.Fatalf("reaped %d consumers: %v", n, err)
+		// (c1 and c2 in the group of each shard's stream)
+		reaped := 0
+		for _, name := range names {
+			n, err := f.s.ReapAuditConsumers(ctx, name, "c3", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reaped += n
+		}
+		if b.Name != "miniredis" && f.shards == 1 && reaped != 2 {
+			t.Fatalf("reaped %d consumers, want 2", reaped)
+		}
+		if b.Name != "miniredis" {
+			for _, tag := range store.TenantTags(f.s, "acme") {
+				cs, _ := f.rdb.XInfoConsumers(ctx, f.prefix+":"+tag+":au", "audit").Result()
+				for _, c := range cs {
+					if c.Name != "c3" {
+						t.Fatalf("consumer %s of %s was not reaped (%d reaped)", c.Name, tag, reaped)
+					}
+				}
+			}
 		}
 	})
 }

@@ -32,18 +32,25 @@ func (s *Store) TenantSummary(ctx context.Context, tenant string) (domain.Tenant
 	s.mu.Lock()
 	known := s.seenTypes[tenant]
 	s.mu.Unlock()
-	var meta *redis.MapStringStringCmd
-	probes, err := s.probeIndexes(ctx, tenant, known, func(p redis.Pipeliner) { meta = p.HGetAll(ctx, s.k.meta(tenant)) })
+	// every shard's meta hash: each names the types made in its shard
+	metas := make([]*redis.MapStringStringCmd, s.opts.TenantShards)
+	probes, err := s.probeIndexes(ctx, tenant, known, func(p redis.Pipeliner) {
+		for i, tag := range s.tenantTags(tenant) {
+			metas[i] = p.HGetAll(ctx, s.k.meta(tag))
+		}
+	})
 	if err != nil {
 		return sum, err
 	}
-	sum.Frozen = meta.Val()["fz"] == "1"
+	sum.Frozen = metas[0].Val()["fz"] == "1"
 	var types, fresh []string
-	for f := range meta.Val() {
-		if t, ok := strings.CutPrefix(f, "t:"); ok {
-			types = append(types, t)
-			if !slices.Contains(known, t) {
-				fresh = append(fresh, t)
+	for _, meta := range metas {
+		for f := range meta.Val() {
+			if t, ok := strings.CutPrefix(f, "t:"); ok && !slices.Contains(types, t) {
+				types = append(types, t)
+				if !slices.Contains(known, t) {
+					fresh = append(fresh, t)
+				}
 			}
 		}
 	}
@@ -81,27 +88,41 @@ type indexProbe struct {
 	oldest *redis.ZSliceCmd // non-terminal statuses only
 }
 
-// probeIndexes asks the indexes of types in one pipeline, with whatever more
-// adds to it.
+// probeIndexes asks the indexes of types in every shard of tenant in one
+// pipeline, with whatever more adds to it.
 func (s *Store) probeIndexes(ctx context.Context, tenant string, types []string, more func(redis.Pipeliner)) ([]indexProbe, error) {
 	var probes []indexProbe
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		if more != nil {
-			more(p)
-		}
-		for _, st := range domain.Statuses {
-			for _, t := range types {
-				pr := indexProbe{status: st, card: p.ZCard(ctx, s.k.index(tenant, st, t))}
-				if !st.Terminal() {
-					pr.oldest = p.ZRangeWithScores(ctx, s.k.index(tenant, st, t), 0, 0)
-				}
-				probes = append(probes, pr)
+	tags := s.tenantTags(tenant)
+	// Over in-memory pipes (no autopipeline: the embedded store) one pipeline
+	// per shard, which they carry without deadlock (pipelineChunk).
+	step := len(tags)
+	if s.ap == nil {
+		step = 1
+	}
+	for len(tags) > 0 {
+		chunk := tags[:min(step, len(tags))]
+		tags = tags[len(chunk):]
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			if more != nil {
+				more(p)
+				more = nil
 			}
+			for _, tag := range chunk {
+				for _, st := range domain.Statuses {
+					for _, t := range types {
+						pr := indexProbe{status: st, card: p.ZCard(ctx, s.k.index(tag, st, t))}
+						if !st.Terminal() {
+							pr.oldest = p.ZRangeWithScores(ctx, s.k.index(tag, st, t), 0, 0)
+						}
+						probes = append(probes, pr)
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, backend("summarise tenant "+tenant, err)
 		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, backend("summarise tenant "+tenant, err)
 	}
 	return probes, nil
 }

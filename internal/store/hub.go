@@ -186,7 +186,7 @@ func (h *Hub) Watch(ctx context.Context, tenant, id string) (domain.Watch, error
 	}
 	// the hub keeps them in its maps: not a caller's (maybe reused) buffer
 	tenant, id = strings.Clone(tenant), strings.Clone(id)
-	name := h.s.k.changes(tenant, id)
+	name := h.s.k.changes(h.s.idTag(tenant, id))
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()

@@ -23,9 +23,11 @@ func hashTag(key string) string {
 // scripts may publish on it on a Cluster, whatever the tag becomes.
 func TestChangeChannelSharesTheRecordsHashTag(t *testing.T) {
 	k := keys{prefix: "as"}
+	tags := &shardTags{}
 	for _, tenant := range []string{"acme", "a", "t-1_x"} {
-		for _, id := range []string{"01936f7e-8a3c-7b51-9a56-2f3c1e0d4b7a", "01936f7e-8a3c-7b51-9a56-000000000000"} {
-			rec, ch := k.record(tenant, id), k.changes(tenant, id)
+		for _, id := range []string{"01936f7e-8a3c-7b51-9a56-2f3c1e0d4b7a", "01936f7e-8a3c-7b51-9a56-000000000000", markedID(t, 7)} {
+			tag := tags.tag(tenant, shardOf(id))
+			rec, ch := k.record(tag, id), k.changes(tag)
 			if hashTag(rec) != hashTag(ch) || hashTag(rec) == rec {
 				t.Fatalf("record %q and channel %q hash differently", rec, ch)
 			}

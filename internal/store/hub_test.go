@@ -42,7 +42,7 @@ func (c *scriptCounter) get(name string) int {
 // Redis.
 func (f *fixture) replica(tb testing.TB) *store.Store {
 	tb.Helper()
-	s, err := store.New(f.rdb, store.Options{Prefix: f.prefix, OpTimeout: 5 * time.Second, Retention: time.Hour,
+	s, err := store.New(f.rdb, store.Options{Prefix: f.prefix, TenantShards: f.shards, OpTimeout: 5 * time.Second, Retention: time.Hour,
 		Now: f.clock.Now, Schedule: []int{1, 2, 5}, EarlyTolerance: 0.2, RetentionBucket: 100 * time.Millisecond})
 	if err != nil {
 		tb.Fatal(err)
@@ -76,7 +76,9 @@ func nextChange(tb testing.TB, wa domain.Watch, v int64, d time.Duration) domain
 
 func TestHubWakesOnEveryChange(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) { hubWakesOnEveryChange(t, newFixture(t, b, nil)) })
-	t.Run("sentinel", func(t *testing.T) { hubWakesOnEveryChange(t, newFixture(t, testenv.SentinelBackend(t), nil)) })
+	t.Run("sentinel", func(t *testing.T) {
+		hubWakesOnEveryChange(t, newFixture(t, backend{testenv.SentinelBackend(t), suiteShards}, nil))
+	})
 }
 
 func hubWakesOnEveryChange(t *testing.T, f *fixture) {
@@ -278,7 +280,7 @@ func TestHubResubscribesAfterLoss(t *testing.T) {
 	p := testenv.StartRedisProcess(t)
 	rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
-	f := newFixture(t, backend{Name: "own", Client: func(testing.TB) redis.UniversalClient { return rdb }}, nil)
+	f := newFixture(t, backend{testenv.Backend{Name: "own", Client: func(testing.TB) redis.UniversalClient { return rdb }}, 1}, nil)
 	h := newHub(t, f.s)
 	admin := redis.NewClient(&redis.Options{Addr: p.Addr()})
 	defer admin.Close()
@@ -332,7 +334,7 @@ func TestHubWatchFailsWhileRedisIsAway(t *testing.T) {
 	p := testenv.StartRedisProcess(t)
 	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	f := newFixture(t, backend{Name: "own", Client: func(testing.TB) redis.UniversalClient { return rdb }},
+	f := newFixture(t, backend{testenv.Backend{Name: "own", Client: func(testing.TB) redis.UniversalClient { return rdb }}, 1},
 		func(o *store.Options) { o.OpTimeout = 300 * time.Millisecond })
 	h := newHub(t, f.s)
 	r := f.mustCreate(t, "acme", "export")
@@ -354,7 +356,7 @@ func TestHubClusterMasterKilled(t *testing.T) {
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ClusterStateReloadInterval: 500 * time.Millisecond,
 		MinRetryBackoff: 8 * time.Millisecond, MaxRetryBackoff: 100 * time.Millisecond})
 	t.Cleanup(func() { _ = rdb.Close() })
-	f := newFixture(t, backend{Name: "cluster", Client: func(testing.TB) redis.UniversalClient { return rdb }, AutoPipeline: true}, nil)
+	f := newFixture(t, backend{testenv.Backend{Name: "cluster", Client: func(testing.TB) redis.UniversalClient { return rdb }, AutoPipeline: true}, 1}, nil)
 	h := newHub(t, f.s)
 	const tenants = 24 // spread over the three masters
 	type held struct {

@@ -6,59 +6,55 @@ import (
 )
 
 // keys builds every Redis key asyncstatus uses; nothing else spells a key, and
-// scripts receive all of theirs in KEYS. Every key of a tenant carries the hash tag
-// {<tenant>}, so that one script only ever touches one cluster slot. Status codes in
-// keys and records are one letter (statusCode) to keep both short.
+// scripts receive all of theirs in KEYS. Every key of a tenant carries a hash tag
+// of the tenant's, so that one script only ever touches one cluster slot: the
+// request keys take tag, the hash tag of one of the tenant's shards ("{<tenant>}"
+// for shard 0, "{<tenant>:<n>}" for the others: shard.go), the tenant-level keys
+// the tenant's own "{<tenant>}". Status codes in keys and records are one letter
+// (statusCode) to keep both short.
 type keys struct{ prefix string }
 
 // record: string, one per request: its fields in one compact string (layout in
 // scripts/lua/lib.lua and record.go), events included. TTL: retention, from the
 // terminal transition on.
-func (k keys) record(tenant, id string) string {
-	return k.prefix + ":" + recordTag(tenant, id) + ":r:" + id
-}
+func (k keys) record(tag, id string) string { return k.prefix + ":" + tag + ":r:" + id }
 
 // recordPrefix is record without the id: scripts that find records through index
 // entries (list.lua, sweep.lua) name them from it.
-func (k keys) recordPrefix(tenant string) string { return k.prefix + ":{" + tenant + "}:r:" }
+func (k keys) recordPrefix(tag string) string { return k.prefix + ":" + tag + ":r:" }
 
-// changes: the pub/sub channel on which the scripts that change or remove the
-// record of (tenant, id) announce "<id>,<version>" (hub.go). It must carry the
-// same hash tag as record(tenant, id), so that a script may SPUBLISH on it on a
-// Cluster: build both from recordTag, and when the record's tag changes (a
-// tenant's keys sharded over several tags) this channel follows. One channel
-// per tag, not per id: docs/design.md, Waiting, says why.
-func (k keys) changes(tenant, id string) string {
-	return k.prefix + ":" + recordTag(tenant, id) + ":w"
-}
-
-// recordTag is the hash tag of record(tenant, id).
-func recordTag(tenant, _ string) string { return "{" + tenant + "}" }
+// changes: the pub/sub channel on which the scripts that change or remove a
+// record under hash tag tag announce "<id>,<version>" (hub.go). It carries the
+// record's tag, so that a script may SPUBLISH on it on a Cluster: one channel
+// per tenant shard, not per id (docs/design.md, Waiting, says why); waiters of
+// an id listen on the tag the id names (Store.idTag).
+func (k keys) changes(tag string) string { return k.prefix + ":" + tag + ":w" }
 
 // pacing: hash <caller> -> "n,at,ra", the poll pacing state of a non-terminal
 // request (poll.lua). The terminal transition and delete remove it.
-func (k keys) pacing(tenant, id string) string { return k.prefix + ":{" + tenant + "}:pc:" + id }
+func (k keys) pacing(tag, id string) string { return k.prefix + ":" + tag + ":pc:" + id }
 
-// meta: hash of tenant flags, read by create.lua with one HMGET: fz = "1" while
-// frozen, wh = "1" while the tenant has webhook endpoints, and t:<type> = "1" for
-// every type the tenant has created (listings without a type filter merge the
-// indexes of each; they never go, and stay few). No TTL.
-func (k keys) meta(tenant string) string { return k.prefix + ":{" + tenant + "}:m" }
+// meta: hash of tenant flags, one per shard, read by create.lua with one HMGET:
+// fz = "1" while frozen, wh = "1" while the tenant has webhook endpoints (both
+// copied into every shard: SetFrozen, copyFilter), and t:<type> = "1" for every
+// type created in this shard (listings without a type filter merge the indexes
+// of each; they never go, and stay few). No TTL.
+func (k keys) meta(tag string) string { return k.prefix + ":" + tag + ":m" }
 
 // index: zset of the tenant's request ids in one status and of one type, score
 // created_at ms. A request is in exactly one index (its status, its type), so a
 // terminal request costs one index entry, and a listing by status, by type, or
 // by both reads exactly the sets it needs (list.lua). Scripts that learn the
 // type from the record name the set from indexPrefix.
-func (k keys) index(tenant string, s domain.Status, typ string) string {
-	return k.indexPrefix(tenant) + statusCode[s] + ":" + typ
+func (k keys) index(tag string, s domain.Status, typ string) string {
+	return k.indexPrefix(tag) + statusCode[s] + ":" + typ
 }
 
-func (k keys) indexPrefix(tenant string) string { return k.prefix + ":{" + tenant + "}:ix:" }
+func (k keys) indexPrefix(tag string) string { return k.prefix + ":" + tag + ":ix:" }
 
 // deadlines: zset of non-terminal request ids, score = when the sweeper must time
 // them out (queued or processing timeout), unix ms.
-func (k keys) deadlines(tenant string) string { return k.prefix + ":{" + tenant + "}:dl" }
+func (k keys) deadlines(tag string) string { return k.prefix + ":" + tag + ":dl" }
 
 // retentionBuckets: zset of the ends (unix ms, member = score) of the tenant's
 // retention buckets. A bucket, "<retentionBucketPrefix><end>", is a list of
@@ -66,30 +62,27 @@ func (k keys) deadlines(tenant string) string { return k.prefix + ":{" + tenant 
 // [end - width, end); the sweeper empties it once end has passed (sweep.lua).
 // Lists of short entries are compact (listpack), where a zset entry per record
 // would cost ~150 B: see docs/performance.md.
-func (k keys) retentionBuckets(tenant string) string { return k.prefix + ":{" + tenant + "}:rbi" }
+func (k keys) retentionBuckets(tag string) string { return k.prefix + ":" + tag + ":rbi" }
 
-func (k keys) retentionBucketPrefix(tenant string) string {
-	return k.prefix + ":{" + tenant + "}:rb:"
-}
+func (k keys) retentionBucketPrefix(tag string) string { return k.prefix + ":" + tag + ":rb:" }
 
 // idempotency: string "<fingerprint>[|<id>]", TTL idempotency.ttl. digest is the
 // hex SHA-256 of operation, request id and the client's key, so any key length
 // makes a short Redis key.
-func (k keys) idempotency(tenant, digest string) string {
-	return k.prefix + ":{" + tenant + "}:ik:" + digest
-}
+func (k keys) idempotency(tag, digest string) string { return k.prefix + ":" + tag + ":ik:" + digest }
 
 // tenantKeys: set of the API key ids of a tenant.
 func (k keys) tenantKeys(tenant string) string { return k.prefix + ":{" + tenant + "}:keys" }
 
 // rateCounters: the rate-limit counters (string, TTL = the window) that a call
-// of credential about request id, for a route needing scope, is counted on
-// (ratelimit.CounterKeys spells them, for internal/ratelimit's limiter too).
-// They carry the record's tag, so that the script serving the call counts it
-// in its own slot; with a tenant's records spread over several tags, each tag
-// has its own counters (docs/pacing.md says how exact the limits then are).
-func (k keys) rateCounters(tenant, id, scope, credential string) (cred, tenantWide string) {
-	c, t := ratelimit.CounterKeys(recordTag(tenant, id), scope, credential)
+// of credential, for a route needing scope, is counted on when it acts on a
+// request under hash tag tag (ratelimit.CounterKeys spells them, for
+// internal/ratelimit's limiter too). They carry the record's tag, so that the
+// script serving the call counts it in its own slot; with a tenant's records
+// spread over several shards, each shard has its own counters
+// (docs/pacing.md says how exact the limits then are).
+func (k keys) rateCounters(tag, scope, credential string) (cred, tenantWide string) {
+	c, t := ratelimit.CounterKeys(tag, scope, credential)
 	return k.prefix + ":" + c, k.prefix + ":" + t
 }
 
@@ -117,13 +110,9 @@ func (k keys) tenants() string { return k.prefix + ":tenants" }
 // audit: stream of audit entries (docs/operations.md, Audit trail), one per
 // create, transition, heartbeat and delete, written by the same script as the
 // change; consumer group "audit". Entries are deleted once a sink has written
-// them. It is built from the tag of the tenant's records, so that it stays in
-// the slot of the records whose changes it holds: when a tenant's records are
-// spread over several tags, each tag gets its own audit stream (auditOfTag).
-func (k keys) audit(tenant string) string { return k.auditOfTag("{" + tenant + "}") }
-
-// auditOfTag is the audit stream of the records under hash tag tag ("{T}").
-func (k keys) auditOfTag(tag string) string { return k.prefix + ":" + tag + ":au" }
+// them. It is built from the tag of the records whose changes it holds, so
+// that it stays in their slot: each tenant shard has its own stream.
+func (k keys) audit(tag string) string { return k.prefix + ":" + tag + ":au" }
 
 // Webhooks (spec §10, store/webhooks.go).
 
@@ -136,23 +125,21 @@ func (k keys) webhook(tenant, id string) string {
 // webhookFilter: hash endpoint id -> event letters ("q" created, "p" processing,
 // "sfce" terminal). create.lua and transition.lua read it to know which
 // endpoints get a message; empty for most tenants. No TTL.
-func (k keys) webhookFilter(tenant string) string { return k.prefix + ":{" + tenant + "}:whm" }
+func (k keys) webhookFilter(tag string) string { return k.prefix + ":" + tag + ":whm" }
 
 // outbox: stream of webhook messages, one entry per (message, endpoint), written
 // by the same script as the transition; consumer group "dispatch". Entries are
 // deleted once delivered or finally failed; XADD MAXLEN ~ bounds it as a guard.
-func (k keys) outbox(tenant string) string { return k.prefix + ":{" + tenant + "}:ob" }
+func (k keys) outbox(tag string) string { return k.prefix + ":" + tag + ":ob" }
 
 // webhookRetries: zset of "<outbox entry id>|<attempts made>" waiting for their
 // next attempt, score = when it is due (unix ms); while a replica sends it, the
 // score is its lease (now + timeout + slack).
-func (k keys) webhookRetries(tenant string) string { return k.prefix + ":{" + tenant + "}:wr" }
+func (k keys) webhookRetries(tag string) string { return k.prefix + ":" + tag + ":wr" }
 
 // webhookLog: list of an endpoint's delivery attempts as JSON, newest first,
 // capped with LTRIM.
-func (k keys) webhookLog(tenant, id string) string {
-	return k.prefix + ":{" + tenant + "}:wl:" + id
-}
+func (k keys) webhookLog(tag, id string) string { return k.prefix + ":" + tag + ":wl:" + id }
 
 // webhookTenants: set of tenants that have (or had) webhook endpoints; the
 // dispatchers walk it. Outside every tenant slot: written with single-key SADD

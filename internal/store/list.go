@@ -8,11 +8,13 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
@@ -60,7 +62,7 @@ func (s *Store) List(ctx context.Context, tenant string, f domain.ListFilter) (*
 		maxMs = f.CreatedBefore.UnixMilli() // inclusive: UnixMilli rounds down
 	}
 
-	keys := []string{s.k.meta(tenant)}
+	tags := s.tenantTags(tenant)
 	statuses := f.Statuses
 	if len(statuses) == 0 {
 		statuses = domain.Statuses[:]
@@ -86,33 +88,51 @@ func (s *Store) List(ctx context.Context, tenant string, f domain.ListFilter) (*
 		if top != math.MaxInt64 {
 			maxScore = strconv.FormatInt(top, 10)
 		}
-		r, err := s.run(ctx, s.sc.list, keys, letters, f.Type, maxScore, minScore,
-			cID, strconv.Itoa(limit-len(page.Items)), s.k.indexPrefix(tenant))
+		want := limit - len(page.Items)
+		calls := make([]scriptCall, len(tags))
+		for i, tag := range tags {
+			calls[i] = scriptCall{keys: []string{s.k.meta(tag)}, args: []any{letters, f.Type, maxScore, minScore,
+				cID, strconv.Itoa(want), s.k.indexPrefix(tag)}}
+		}
+		replies, err := s.runEach(ctx, s.sc.list, calls)
 		if err != nil {
 			return nil, backend("list requests", err)
 		}
-		if r.code != codeOK {
-			return nil, s.scriptError("list requests", "", r.code, r.rest)
-		}
-		if len(r.rest) < 2 {
-			return nil, unexpected("list requests", r)
-		}
-		m, _ := r.rest[0].(int64)
-		more = m == 1
-		if lastID, _ := r.rest[1].(string); lastID != "" {
-			ms, ok := idMillis(lastID)
-			if !ok || !validID(lastID) {
-				return nil, backend("list requests", fmt.Errorf("index entry %q is not a request id", lastID))
+		// Each shard answered its next want ids after the position; the page's
+		// next want ids are the newest want of them all (no shard can hide one
+		// between: it gave want of its own, all newer than any it kept back).
+		var all []listed
+		more = false
+		for i, r := range replies {
+			if r.code != codeOK {
+				return nil, s.scriptError("list requests", "", r.code, r.rest)
 			}
-			// An entry's score is its id's millisecond (list.lua relies on it too).
-			pos = &position{ms: ms, id: lastID}
+			if len(r.rest) < 2 {
+				return nil, unexpected("list requests", r)
+			}
+			if m, _ := r.rest[0].(int64); m == 1 {
+				more = true
+			}
+			for _, v := range r.rest[2:] {
+				id, _ := v.(string)
+				if !validID(id) {
+					return nil, backend("list requests", fmt.Errorf("index entry %q is not a request id", id))
+				}
+				all = append(all, listed{id: id, shard: i})
+			}
 		}
-		ids := make([]string, 0, len(r.rest)-2)
-		for _, v := range r.rest[2:] {
-			id, _ := v.(string)
-			ids = append(ids, id)
+		// ids order as (created_at, id): an entry's score is its id's millisecond
+		// (list.lua relies on it too)
+		slices.SortFunc(all, func(a, b listed) int { return strings.Compare(b.id, a.id) })
+		if len(all) > want {
+			all, more = all[:want], true
 		}
-		reqs, err := s.hydrate(ctx, tenant, ids)
+		if len(all) > 0 {
+			last := all[len(all)-1].id
+			ms, _ := idMillis(last)
+			pos = &position{ms: ms, id: last}
+		}
+		reqs, err := s.hydrate(ctx, tenant, all)
 		if err != nil {
 			return nil, err
 		}
@@ -139,22 +159,59 @@ func (s *Store) List(ctx context.Context, tenant string, f domain.ListFilter) (*
 	return page, nil
 }
 
-// hydrate reads the records of ids with one MGET (they share the tenant's slot,
-// so this also works on a cluster). A vanished record, or one past its retention,
-// is nil.
-func (s *Store) hydrate(ctx context.Context, tenant string, ids []string) ([]*domain.Request, error) {
+// listed is an id a shard's index gave, and that shard.
+type listed struct {
+	id    string
+	shard int
+}
+
+// hydrate reads the records of ids, in their order: one MGET per shard (a
+// shard's keys share its slot, so this also works on a cluster), all in one
+// pipeline. A vanished record, or one past its retention, is nil.
+func (s *Store) hydrate(ctx context.Context, tenant string, ids []listed) ([]*domain.Request, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	keys := make([]string, len(ids))
-	for i, id := range ids {
-		keys[i] = s.k.record(tenant, id)
+	byShard := map[int][]int{} // shard -> positions in ids
+	var order []int
+	for i, l := range ids {
+		if _, ok := byShard[l.shard]; !ok {
+			order = append(order, l.shard)
+		}
+		byShard[l.shard] = append(byShard[l.shard], i)
 	}
+	vals := make([]any, len(ids))
 	cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
-	vals, err := s.rdb.MGet(cctx, keys...).Result()
-	if err != nil {
-		return nil, backend("list requests: read records", err)
+	// Over in-memory pipes (no autopipeline: the embedded store) one MGET at a
+	// time: a pipeline of several would deadlock them (pipelineChunk).
+	step := len(order)
+	if s.ap == nil {
+		step = 1
+	}
+	for len(order) > 0 {
+		chunk := order[:min(step, len(order))]
+		order = order[len(chunk):]
+		cmds := make([]*redis.SliceCmd, len(chunk))
+		_, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
+			for j, sh := range chunk {
+				tag := s.tag(tenant, sh)
+				keys := make([]string, len(byShard[sh]))
+				for n, i := range byShard[sh] {
+					keys[n] = s.k.record(tag, ids[i].id)
+				}
+				cmds[j] = p.MGet(cctx, keys...)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, backend("list requests: read records", err)
+		}
+		for j, sh := range chunk {
+			for n, v := range cmds[j].Val() {
+				vals[byShard[sh][n]] = v
+			}
+		}
 	}
 	now := s.now().UnixMilli()
 	out := make([]*domain.Request, len(ids))
@@ -164,7 +221,7 @@ func (s *Store) hydrate(ctx context.Context, tenant string, ids []string) ([]*do
 			continue
 		}
 		// listings do not carry events
-		if req, err := decodeRecord(ids[i], rec, false); err == nil && (req.ExpiresAt == nil || req.ExpiresAt.UnixMilli() > now) {
+		if req, err := decodeRecord(ids[i].id, rec, false); err == nil && (req.ExpiresAt == nil || req.ExpiresAt.UnixMilli() > now) {
 			out[i] = req
 		}
 	}

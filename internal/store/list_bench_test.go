@@ -59,18 +59,25 @@ const (
 )
 
 func seedTenant(b *testing.B, rdb *redis.Client, prefix, tenant string, n int) time.Time {
+	return seedShards(b, rdb, prefix, []string{"{" + tenant + "}"}, n)
+}
+
+// seedShards is seedTenant over the hash tags of a tenant's shards
+// (store.TenantTags): request i goes to shard i mod len(tags), its id marked
+// with it.
+func seedShards(b *testing.B, rdb redis.Cmdable, prefix string, tags []string, n int) time.Time {
 	b.Helper()
 	start := time.Now()
 	r := rand.New(rand.NewPCG(1, uint64(n)))
 	now := time.Now().UnixMilli()
 	step := max(int64(30*24*time.Hour/time.Millisecond)/int64(n), 1)
 	first := now - step*int64(n)
-	k := func(s string) string { return prefix + ":{" + tenant + "}:" + s }
+	k := func(sh int, s string) string { return prefix + ":" + tags[sh] + ":" + s }
 	const batch = 2000
 	var mid time.Time
 	for lo := 0; lo < n; lo += batch {
 		p := rdb.Pipeline()
-		zs := map[string][]redis.Z{}
+		zs := map[string][]redis.Z{} // by key
 		for i := lo; i < min(lo+batch, n); i++ {
 			ca := first + int64(i)*step
 			if i == n/2 {
@@ -81,6 +88,10 @@ func seedTenant(b *testing.B, rdb *redis.Client, prefix, tenant string, n int) t
 				u[j] = byte(ca >> (40 - 8*j))
 			}
 			id := u.String()
+			sh := i % len(tags)
+			if len(tags) > 1 {
+				id = store.Remark(id, sh)
+			}
 			typ := "type-" + strconv.Itoa(i%benchTypes)
 			st := benchStatus(r)
 			c := benchCode[st]
@@ -93,14 +104,15 @@ func seedTenant(b *testing.B, rdb *redis.Client, prefix, tenant string, n int) t
 					f[fieldResultType], f[fieldResult] = "link", `{"url":"https://files.example/x.pdf","expires_at":"2026-12-01T00:00:00.000Z"}`
 				}
 			} else {
-				zs["dl"] = append(zs["dl"], redis.Z{Score: float64(now + int64(time.Hour/time.Millisecond)), Member: id})
+				zs[k(sh, "dl")] = append(zs[k(sh, "dl")], redis.Z{Score: float64(now + int64(time.Hour/time.Millisecond)), Member: id})
 			}
-			p.Set(ctx, k("r:"+id), strings.Join(f, "\x1f"), 0)
-			zs["ix:"+c+":"+typ] = append(zs["ix:"+c+":"+typ], redis.Z{Score: float64(ca), Member: id})
-			p.HSet(ctx, k("m"), "t:"+typ, "1")
+			p.Set(ctx, k(sh, "r:"+id), strings.Join(f, "\x1f"), 0)
+			ix := k(sh, "ix:"+c+":"+typ)
+			zs[ix] = append(zs[ix], redis.Z{Score: float64(ca), Member: id})
+			p.HSet(ctx, k(sh, "m"), "t:"+typ, "1")
 		}
 		for key, members := range zs {
-			p.ZAdd(ctx, k(key), members...)
+			p.ZAdd(ctx, key, members...)
 		}
 		if _, err := p.Exec(ctx); err != nil {
 			b.Fatalf("seed: %v", err)

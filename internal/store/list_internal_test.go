@@ -51,7 +51,11 @@ func TestHydrate(t *testing.T) {
 	now = now.Add(2 * time.Minute)                            // ids[2] is past its retention
 	ids = append(ids, "01936f7e-8a3c-7b51-9a56-2f3c1e0d4b7a") // never existed
 
-	got, err := s.hydrate(ctx, "acme", ids)
+	var at []listed
+	for _, id := range ids {
+		at = append(at, listed{id: id, shard: shardOf(id)})
+	}
+	got, err := s.hydrate(ctx, "acme", at)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,8 +33,10 @@ func (f *fixture) trail(tb testing.TB, tenant string) [4]int64 {
 // sweeper's timeouts are nobody's calls and are never refused.
 func TestWriteRateLimits(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
+		// one shard's counters (shard 0's, {acme}): its requests are made
+		// there (keyIn0), and each shard enforces ceil(limit / S) (docs/pacing.md)
 		f := newFixture(t, b, func(o *store.Options) {
-			o.RateLimits = rates(3, 1)
+			o.RateLimits = rates(int64(3*b.Shards), int64(b.Shards))
 			o.AuditBacklog = 1000
 		})
 		f.mustSaveWebhook(t, "acme", "ep_all", domain.WebhookEvents[:]...)
@@ -52,7 +54,7 @@ func TestWriteRateLimits(t *testing.T) {
 			return domain.TransitionParams{Tenant: "acme", ID: id, By: "key_a", Credential: "key_a", Rate: &rate}, &rate
 		}
 
-		r1, rate, err := create("")
+		r1, rate, err := create(f.keyIn0(""))
 		if err != nil || !rate.Allowed || rate.Limit != 3 || rate.Remaining != 2 || !rate.Reset.After(time.Now()) {
 			t.Fatalf("first create: %+v %v", rate, err)
 		}
@@ -60,13 +62,14 @@ func TestWriteRateLimits(t *testing.T) {
 		if _, err := f.s.MarkProcessing(ctx, p, domain.ProgressInput{}); err != nil || rate.Remaining != 1 {
 			t.Fatalf("processing: %+v %v", rate, err)
 		}
-		r2, rate, err := create("")
+		r2, rate, err := create(f.keyIn0(""))
 		if err != nil || rate.Remaining != 0 {
 			t.Fatalf("third write: %+v %v", rate, err)
 		}
 
 		before := f.trail(t, "acme")
-		_, rate, err = create("ik-1")
+		ik1 := f.keyIn0("ik-1")
+		_, rate, err = create(ik1)
 		wantCode(t, err, domain.RateLimited)
 		var de *domain.Error
 		// 61: a create's window is timed by its id (the wall clock), its
@@ -89,7 +92,7 @@ func TestWriteRateLimits(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, replay, err := free.Create(ctx, domain.CreateParams{Tenant: "acme", CreatedBy: "key_a", IdemKey: "ik-1",
+		if _, replay, err := free.Create(ctx, domain.CreateParams{Tenant: "acme", CreatedBy: "key_a", IdemKey: ik1,
 			Input: domain.CreateInput{Type: "x", Context: json.RawMessage(`{"a":1}`)}}); err != nil || replay {
 			t.Fatalf("create with the refused call's key: replay=%v %v", replay, err)
 		}
@@ -152,8 +155,10 @@ func TestUncountedCalls(t *testing.T) {
 		if *rate != (domain.RateInfo{}) {
 			t.Fatalf("uncounted create reported %+v", rate)
 		}
-		if n := f.rdb.Exists(ctx, f.prefix+":{acme}:rl:tenant", f.prefix+":{acme}:rl:write:key_a").Val(); n != 0 {
-			t.Fatalf("%d counters written", n)
+		for _, tag := range store.TenantTags(f.s, "acme") {
+			if n := f.rdb.Exists(ctx, f.prefix+":"+tag+":rl:tenant", f.prefix+":"+tag+":rl:write:key_a").Val(); n != 0 {
+				t.Fatalf("%d counters written in %s", n, tag)
+			}
 		}
 	})
 }

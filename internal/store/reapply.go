@@ -58,20 +58,22 @@ func (s *Store) ReapplyRetention(ctx context.Context, o ReapplyOptions) (Reapply
 	for _, t := range tenants {
 		p.Tenant = t
 		p.Tenants++
-		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
-		fields, err := s.rdb.HKeys(cctx, s.k.meta(t)).Result()
-		cancel()
-		if err != nil {
-			return p, backend("reapply retention: read types of "+t, err)
-		}
-		for _, f := range fields {
-			typ, ok := strings.CutPrefix(f, "t:")
-			if !ok {
-				continue
+		for _, tag := range s.tenantTags(t) {
+			cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+			fields, err := s.rdb.HKeys(cctx, s.k.meta(tag)).Result()
+			cancel()
+			if err != nil {
+				return p, backend("reapply retention: read types of "+t, err)
 			}
-			for _, st := range []domain.Status{domain.StatusSucceeded, domain.StatusFailed, domain.StatusCancelled, domain.StatusExpired} {
-				if err := s.reapplySet(ctx, t, s.k.index(t, st, typ), o.DryRun, &p, report); err != nil {
-					return p, err
+			for _, f := range fields {
+				typ, ok := strings.CutPrefix(f, "t:")
+				if !ok {
+					continue
+				}
+				for _, st := range []domain.Status{domain.StatusSucceeded, domain.StatusFailed, domain.StatusCancelled, domain.StatusExpired} {
+					if err := s.reapplySet(ctx, tag, s.k.index(tag, st, typ), o.DryRun, &p, report); err != nil {
+						return p, err
+					}
 				}
 			}
 		}
@@ -107,7 +109,7 @@ func (s *Store) scanSet(ctx context.Context, key, op string) ([]string, error) {
 
 // reapplySet walks one terminal index with ZSCAN, which returns every entry
 // present for the whole walk at least once, however the set changes meanwhile.
-func (s *Store) reapplySet(ctx context.Context, tenant, set string, dry bool, p *ReapplyProgress, report func()) error {
+func (s *Store) reapplySet(ctx context.Context, tag, set string, dry bool, p *ReapplyProgress, report func()) error {
 	var cursor uint64
 	for {
 		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
@@ -125,7 +127,7 @@ func (s *Store) reapplySet(ctx context.Context, tenant, set string, dry bool, p 
 		p.Seen += int64(len(ids))
 		for len(ids) > 0 {
 			n := min(len(ids), reapplyBatch)
-			if err := s.reapplyRecords(ctx, tenant, ids[:n], dry, p); err != nil {
+			if err := s.reapplyRecords(ctx, tag, ids[:n], dry, p); err != nil {
 				return err
 			}
 			ids = ids[n:]
@@ -138,21 +140,22 @@ func (s *Store) reapplySet(ctx context.Context, tenant, set string, dry bool, p 
 	}
 }
 
-// reapplyRecords applies retention to records in one script call.
-func (s *Store) reapplyRecords(ctx context.Context, tenant string, ids []string, dry bool, p *ReapplyProgress) error {
-	keys := []string{s.k.retentionBuckets(tenant)}
+// reapplyRecords applies retention to records of the shard of tag in one
+// script call.
+func (s *Store) reapplyRecords(ctx context.Context, tag string, ids []string, dry bool, p *ReapplyProgress) error {
+	keys := []string{s.k.retentionBuckets(tag)}
 	dryArg := "0"
 	if dry {
 		dryArg = "1"
 	}
-	args := []any{ms(s.now()), dryArg, s.k.retentionBucketPrefix(tenant), s.k.indexPrefix(tenant)}
+	args := []any{ms(s.now()), dryArg, s.k.retentionBucketPrefix(tag), s.k.indexPrefix(tag)}
 	for _, id := range ids {
 		ca, ok := idMillis(id)
 		if !ok {
 			p.Skipped++
 			continue
 		}
-		keys = append(keys, s.k.record(tenant, id))
+		keys = append(keys, s.k.record(tag, id))
 		args = append(args, id, ca)
 	}
 	if len(keys) == 1 {

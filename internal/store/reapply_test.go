@@ -28,12 +28,12 @@ func TestReapplyRetention(t *testing.T) {
 		f.moveTo(t, "globex", other.ID, domain.StatusCancelled)
 		// "gone" is past its old retention already (no sweep has run): it stays gone
 		// even though the new configuration would keep it longer.
-		setRecordField(t, f.rdb, f.prefix+":{acme}:r:"+ids["gone"], 3, "1") // expires_at
+		setRecordField(t, f.rdb, f.key("acme", ids["gone"], ":r:"+ids["gone"]), 3, "1") // expires_at
 
 		f.clock.Add(10 * time.Minute)
 
 		// ops change the configuration: 2h by default, "keep" forever, "short" 1m
-		next, err := store.New(f.rdb, store.Options{Prefix: f.prefix, OpTimeout: 5 * time.Second, Now: f.clock.Now,
+		next, err := store.New(f.rdb, store.Options{Prefix: f.prefix, TenantShards: f.shards, OpTimeout: 5 * time.Second, Now: f.clock.Now,
 			Retention: 2 * time.Hour, RetentionByType: map[string]time.Duration{"keep": 0, "short": time.Minute, "gone": 0}})
 		if err != nil {
 			t.Fatal(err)
@@ -66,19 +66,19 @@ func TestReapplyRetention(t *testing.T) {
 		if x.ExpiresAt == nil || x.ExpiresAt.Sub(x.CompletedAt.Time) != 2*time.Hour {
 			t.Fatalf("x: expires_at %v completed_at %v", x.ExpiresAt, x.CompletedAt)
 		}
-		rec := f.prefix + ":{acme}:r:" + ids["x"]
+		rec := f.key("acme", ids["x"], ":r:"+ids["x"])
 		if ttl := f.rdb.PTTL(ctx, rec).Val(); ttl < time.Hour+30*time.Minute || ttl > 2*time.Hour {
 			t.Fatalf("x: TTL %v, want about 1h50m", ttl)
 		}
 		// listed in the retention bucket of its new expires_at (default width 10 s)
 		end := strconv.FormatInt((x.ExpiresAt.UnixMilli()/10000+1)*10000, 10)
-		if !slices.Contains(f.rdb.LRange(ctx, f.prefix+":{acme}:rb:"+end, 0, -1).Val(), "s"+ids["x"]+"x") ||
-			!zscore(t, f.rdb, f.prefix+":{acme}:rbi", end) {
+		if !slices.Contains(f.rdb.LRange(ctx, f.key("acme", ids["x"], ":rb:"+end), 0, -1).Val(), "s"+ids["x"]+"x") ||
+			!zscore(t, f.rdb, f.key("acme", ids["x"], ":rbi"), end) {
 			t.Fatalf("x: no retention bucket entry at %s", end)
 		}
 
 		k := f.mustGet(t, "acme", ids["keep"])
-		if k.ExpiresAt != nil || f.rdb.PTTL(ctx, f.prefix+":{acme}:r:"+ids["keep"]).Val() != -1 {
+		if k.ExpiresAt != nil || f.rdb.PTTL(ctx, f.key("acme", ids["keep"], ":r:"+ids["keep"])).Val() != -1 {
 			t.Fatalf("keep: expires_at %v; must be kept forever", k.ExpiresAt)
 		}
 
@@ -88,10 +88,10 @@ func TestReapplyRetention(t *testing.T) {
 			wantCode(t, err, domain.NotFound)
 			for _, key := range []string{":r:" + id, ":ix:s:" + typ} {
 				if key[1] == 'r' {
-					if f.rdb.Exists(ctx, f.prefix+":{acme}"+key).Val() != 0 {
+					if f.rdb.Exists(ctx, f.key("acme", id, key)).Val() != 0 {
 						t.Fatalf("%s: record left", typ)
 					}
-				} else if zscore(t, f.rdb, f.prefix+":{acme}"+key, id) {
+				} else if zscore(t, f.rdb, f.key("acme", id, key), id) {
 					t.Fatalf("%s: %s still lists it", typ, key)
 				}
 			}
@@ -122,7 +122,7 @@ func TestReapplyManyRecords(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		f := listFixture(t, b, func(o *store.Options) { o.Retention = 0 })
 		m := f.seed(t, "acme", 450, "a", "b", "c")
-		next, err := store.New(f.rdb, store.Options{Prefix: f.prefix, Now: f.clock.Now, Retention: 24 * time.Hour})
+		next, err := store.New(f.rdb, store.Options{Prefix: f.prefix, TenantShards: f.shards, Now: f.clock.Now, Retention: 24 * time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,8 +133,10 @@ func TestReapplyManyRecords(t *testing.T) {
 			t.Fatalf("progress %+v (%d reports), want %d updated: %v", p, calls, terminal, err)
 		}
 		n := int64(0)
-		for _, end := range f.rdb.ZRange(ctx, f.prefix+":{acme}:rbi", 0, -1).Val() {
-			n += f.rdb.LLen(ctx, f.prefix+":{acme}:rb:"+end).Val()
+		for _, tag := range store.TenantTags(f.s, "acme") {
+			for _, end := range f.rdb.ZRange(ctx, f.prefix+":"+tag+":rbi", 0, -1).Val() {
+				n += f.rdb.LLen(ctx, f.prefix+":"+tag+":rb:"+end).Val()
+			}
 		}
 		if n != int64(terminal) {
 			t.Fatalf("retention buckets hold %d entries, want %d", n, terminal)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -292,6 +293,75 @@ func (s *Store) run(ctx context.Context, sc *redis.Script, keys []string, args .
 		return reply{}, s.scriptFailed(sc, err)
 	}
 	return decodeReply(v)
+}
+
+// scriptCall is one call of a script: its keys and arguments.
+type scriptCall struct {
+	keys []string
+	args []any
+}
+
+// runEach runs sc once per call, all in one pipeline (on a Cluster go-redis
+// sends each master its calls together and the masters in parallel: one
+// round trip per master), EVALSHA first and EVAL again for all when Redis lost
+// the script. The replies are in calls' order; any failed call fails all.
+// Over in-memory pipes (no autopipeline: the embedded store) the pipeline is
+// cut into pipelineChunk/3 calls, which they carry without deadlock.
+// Redis that lost the script gets it loaded (SCRIPT LOAD) and the calls again.
+func (s *Store) runEach(ctx context.Context, sc *redis.Script, calls []scriptCall) ([]reply, error) {
+	if len(calls) == 1 {
+		r, err := s.run(ctx, sc, calls[0].keys, calls[0].args...)
+		return []reply{r}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+	defer cancel()
+	step := len(calls)
+	if s.ap == nil {
+		step = pipelineChunk / 3
+	}
+	out := make([]reply, 0, len(calls))
+	for len(calls) > 0 {
+		chunk := calls[:min(step, len(calls))]
+		calls = calls[len(chunk):]
+		start := time.Now()
+		cmds := make([]*redis.Cmd, len(chunk))
+		exec := func() error {
+			_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for i, c := range chunk {
+					cmds[i] = sc.EvalSha(ctx, p, c.keys, c.args...)
+				}
+				return nil
+			})
+			return err
+		}
+		err := exec()
+		if err != nil && slices.ContainsFunc(cmds, func(c *redis.Cmd) bool {
+			return c.Err() != nil && redis.HasErrorPrefix(c.Err(), "NOSCRIPT")
+		}) {
+			// Load it (on a Cluster: on every master) rather than EVAL it once
+			// per call: the script's text is a few KiB, sent once.
+			if err = sc.Load(ctx, s.rdb).Err(); err == nil {
+				err = exec()
+			}
+		}
+		if o := s.opts.ScriptObserver; o != nil {
+			d := time.Since(start) // each call waited for the whole pipeline
+			for _, c := range cmds {
+				o.ObserveScript(s.sc.names[sc], d, c.Err())
+			}
+		}
+		if err != nil {
+			return nil, s.scriptFailed(sc, err)
+		}
+		for _, c := range cmds {
+			r, err := decodeReply(c.Val())
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
 
 // eval runs sc: EVALSHA, then EVAL when Redis lost its script cache (which also

@@ -82,6 +82,11 @@ type Options struct {
 	// them; past it, entries are counted as dropped instead. default: 0, no
 	// audit entries (audit.sink none).
 	AuditBacklog int
+	// TenantShards is S, how many hash tags (shards) each tenant's request keys
+	// are spread over (redis.tenant_shards, shard.go), 1..MaxTenantShards. It may
+	// be raised later (older requests stay where they are, and are found), never
+	// lowered: listings and the sweeper cover shards 0..S-1 only. default: 1.
+	TenantShards int
 }
 
 // ScriptObserver learns how each Lua script call went. name is the script's file
@@ -99,6 +104,7 @@ type Store struct {
 	// ap, when set, carries the script calls of run() (Options.AutoPipeline).
 	ap   *redis.AutoPipeliner
 	k    keys
+	tags *shardTags
 	opts Options
 	sc   scripts
 
@@ -138,6 +144,12 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 	if o.RetentionBucket < time.Millisecond {
 		o.RetentionBucket = 10 * time.Second
 	}
+	if o.TenantShards <= 0 {
+		o.TenantShards = 1
+	}
+	if o.TenantShards > MaxTenantShards {
+		return nil, fmt.Errorf("store: %d tenant shards, at most %d", o.TenantShards, MaxTenantShards)
+	}
 	if o.WaitReplicas > 0 && o.WaitTimeout <= 0 {
 		o.WaitTimeout = 500 * time.Millisecond
 	}
@@ -152,7 +164,7 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 		}
 	}
 	o.QueuedTimeoutByType = queued
-	s := &Store{rdb: rdb, k: keys{prefix: o.Prefix}, opts: o, knownTenant: map[string]bool{},
+	s := &Store{rdb: rdb, k: keys{prefix: o.Prefix}, tags: &shardTags{}, opts: o, knownTenant: map[string]bool{},
 		seenTypes: map[string][]string{}}
 	millis := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 	var err error
@@ -171,7 +183,7 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 		{"OUTBOX_BOUND", strconv.Itoa(outboxCap)},
 		{"AUDIT_BOUND", int64(max(o.AuditBacklog, 0))},
 		{"PUBLISH", publishCommand(rdb)},
-	}, rateConstants(o.RateLimits)...)); err != nil {
+	}, rateConstants(o.RateLimits, o.TenantShards)...)); err != nil {
 		return nil, err
 	}
 	if c, ok := rdb.(autoPipeliner); ok && o.AutoPipeline {
@@ -200,10 +212,21 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 // RL_<SCOPE>_LIMIT, a number, and RL_<SCOPE>_WINDOW, milliseconds as a string
 // (PEXPIRE's argument); zeros for rates not counted, whose counters Go never
 // names.
-func rateConstants(r *ratelimit.Rates) []luaConst {
+//
+// With S tenant shards every shard has its own counters, each enforcing
+// ceil(limit / S) of every limit (docs/pacing.md, Rate limits across tenant
+// shards): S = 1 counts the limits as configured.
+func rateConstants(r *ratelimit.Rates, shards int) []luaConst {
 	var rates ratelimit.Rates
 	if r != nil {
 		rates = *r
+	}
+	if shards > 1 {
+		for _, x := range []*ratelimit.Rate{&rates.Read, &rates.Write, &rates.Admin, &rates.Tenant} {
+			if x.Limit > 0 {
+				x.Limit = (x.Limit + int64(shards) - 1) / int64(shards)
+			}
+		}
 	}
 	var out []luaConst
 	for _, x := range []struct {
@@ -223,11 +246,11 @@ func (s *Store) CountsRateLimits(scope string) bool { return s.opts.RateLimits.C
 
 // rateKeys appends the counters of a call of credential for scope about
 // request id to keys, when the scripts count that scope and a credential is given.
-func (s *Store) rateKeys(keys []string, tenant, id, scope, credential string) []string {
+func (s *Store) rateKeys(keys []string, tag, scope, credential string) []string {
 	if credential == "" || !s.opts.RateLimits.Counts(scope) {
 		return keys
 	}
-	c, t := s.k.rateCounters(tenant, id, scope, credential)
+	c, t := s.k.rateCounters(tag, scope, credential)
 	return append(keys, c, t)
 }
 
@@ -302,9 +325,15 @@ func backend(op string, err error) error {
 		RetryAfterSeconds: 1, Err: fmt.Errorf("%s: %w", op, err)}
 }
 
-func (s *Store) idemKey(tenant, op, id string, key domain.IdempotencyKey) string {
+// idemDigest is the hash naming an Idempotency-Key's entry (keys.idempotency);
+// a create's also chooses the request's shard (newShard).
+func idemDigest(op, id string, key domain.IdempotencyKey) []byte {
 	h := sha256.Sum256([]byte(op + "\n" + id + "\n" + string(key)))
-	return s.k.idempotency(tenant, hex.EncodeToString(h[:16]))
+	return h[:16]
+}
+
+func (s *Store) idemKey(tag, op, id string, key domain.IdempotencyKey) string {
+	return s.k.idempotency(tag, hex.EncodeToString(idemDigest(op, id, key)))
 }
 
 // fingerprint digests what a call asks for, to tell a replay from a reuse of the key.
@@ -326,22 +355,29 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 		fp = fingerprint("create", in.Type, string(in.Context), strconv.Itoa(in.EstimatedDurationSeconds))
 	}
 	stale := ""
+	var digest []byte
+	if p.IdemKey != "" {
+		digest = idemDigest("create", "", p.IdemKey)
+	}
+	shard := s.newShard(digest)
+	tag := s.tag(p.Tenant, shard)
 	for attempt := 0; attempt < 2; attempt++ {
 		u, err := uuid.NewV7()
 		if err != nil {
 			return nil, false, fmt.Errorf("create request: new id: %w", err)
 		}
+		markID(&u, shard)
 		id := u.String()
 		// created_at is the id's own timestamp, so that id order is creation order.
 		created := uuidTime(u)
-		keys := []string{s.k.record(p.Tenant, id), s.k.meta(p.Tenant), s.k.index(p.Tenant, domain.StatusQueued, in.Type),
-			s.k.webhookFilter(p.Tenant), s.k.outbox(p.Tenant), s.k.audit(p.Tenant)}
+		keys := []string{s.k.record(tag, id), s.k.meta(tag), s.k.index(tag, domain.StatusQueued, in.Type),
+			s.k.webhookFilter(tag), s.k.outbox(tag), s.k.audit(tag)}
 		// counted once: a retry after a stale idempotency entry is the same call
 		if attempt == 0 {
-			keys = s.rateKeys(keys, p.Tenant, id, ratelimit.ScopeWrite, p.Credential)
+			keys = s.rateKeys(keys, tag, ratelimit.ScopeWrite, p.Credential)
 		}
 		if p.IdemKey != "" {
-			keys = append(keys, s.idemKey(p.Tenant, "create", "", p.IdemKey))
+			keys = append(keys, s.k.idempotency(tag, hex.EncodeToString(digest)))
 		}
 		r, err := s.run(ctx, s.sc.create, keys, id, ms(created), newRecord(in.Type, p.CreatedBy, in.Context),
 			fp, stale, in.Type, p.CreatedBy)
@@ -352,8 +388,8 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 		switch r.code {
 		case codeOK:
 			s.registerTenant(ctx, p.Tenant)
-			s.outboxHook.written(p.Tenant)
-			s.auditHook.written(p.Tenant)
+			s.outboxHook.written(shardName(tag))
+			s.auditHook.written(shardName(tag))
 			return &domain.Request{ID: id, Type: in.Type, Status: domain.StatusQueued, Context: in.Context,
 				CreatedBy: p.CreatedBy, CreatedAt: domain.Time{Time: created}, UpdatedAt: domain.Time{Time: created}, Version: 1}, false, nil
 		case codeReplay:
@@ -416,13 +452,36 @@ func (s *Store) Poll(ctx context.Context, p domain.PollParams) (domain.PollResul
 // when one was counted (decodeReply), then what parsePollReply reads: the
 // retry_after or seconds left, and for code 0 the record.
 // withEvents asks for the record's events to be decoded too.
+//
+// The id names the request's shard (shardOf). A miss there, when that is not
+// shard 0, is asked again of shard 0, where an older id that names a shard
+// only by chance lives (shard.go): one round trip unless the request is
+// unknown or such an id.
 func (s *Store) read(ctx context.Context, p domain.PollParams, withEvents bool) (domain.PollResult, error) {
 	var res domain.PollResult
 	if !validID(p.ID) {
 		return res, domain.ErrNotFound()
 	}
-	keys := []string{s.k.record(p.Tenant, p.ID), s.k.meta(p.Tenant), s.k.pacing(p.Tenant, p.ID)}
-	keys = s.rateKeys(keys, p.Tenant, p.ID, ratelimit.ScopeRead, p.Credential)
+	shard := shardOf(p.ID)
+	res, err := s.readAt(ctx, s.tag(p.Tenant, shard), p, withEvents, true)
+	if shard != 0 && domain.ErrorCode(err) == domain.NotFound {
+		rate := res.Rate // counted once, by the first call
+		res, err = s.readAt(ctx, s.tag(p.Tenant, 0), p, withEvents, false)
+		if res.Rate == nil {
+			res.Rate = rate
+		}
+	}
+	return res, err
+}
+
+// readAt is read in the shard of hash tag tag; count asks it to count the
+// read rate limits (Options.RateLimits), on that shard's counters.
+func (s *Store) readAt(ctx context.Context, tag string, p domain.PollParams, withEvents, count bool) (domain.PollResult, error) {
+	var res domain.PollResult
+	keys := []string{s.k.record(tag, p.ID), s.k.meta(tag), s.k.pacing(tag, p.ID)}
+	if count {
+		keys = s.rateKeys(keys, tag, ratelimit.ScopeRead, p.Credential)
+	}
 	r, err := s.run(ctx, s.sc.poll, keys, ms(s.now()), p.Caller)
 	if err != nil {
 		return res, backend("read request "+p.ID, err)
@@ -556,18 +615,24 @@ const SystemActor = "system"
 // from created_at, with the timeout configured now). done is false when there
 // was nothing to do (it moved on, is not due, or is gone).
 func (s *Store) ExpireQueued(ctx context.Context, tenant, id string) (done bool, err error) {
-	done, _, err = s.expireQueued(ctx, tenant, id)
+	done, _, err = s.expireQueued(ctx, "", tenant, id)
 	return done, err
 }
 
-// expireQueued is ExpireQueued that also tells whether the request is gone.
-func (s *Store) expireQueued(ctx context.Context, tenant, id string) (done, gone bool, err error) {
-	return s.timeout(ctx, tenant, id, domain.StatusExpired, "q", domain.FailureJSON("REQUEST_EXPIRED", "the request stayed queued longer than its queued timeout"))
+// expireQueued is ExpireQueued that also tells whether the request is gone;
+// tag, when not "", is the shard that holds it (the sweeper found it there).
+func (s *Store) expireQueued(ctx context.Context, tag, tenant, id string) (done, gone bool, err error) {
+	return s.timeout(ctx, tag, tenant, id, domain.StatusExpired, "q", domain.FailureJSON("REQUEST_EXPIRED", "the request stayed queued longer than its queued timeout"))
 }
 
 // TimeOutProcessing fails a processing request whose heartbeat stopped.
 func (s *Store) TimeOutProcessing(ctx context.Context, tenant, id string) (done bool, err error) {
-	done, _, err = s.timeout(ctx, tenant, id, domain.StatusFailed, "p", domain.FailureJSON("ERR_JOB_EXECUTION_TIMED_OUT", "no heartbeat within the processing timeout"))
+	done, err = s.timeOutProcessing(ctx, "", tenant, id)
+	return done, err
+}
+
+func (s *Store) timeOutProcessing(ctx context.Context, tag, tenant, id string) (done bool, err error) {
+	done, _, err = s.timeout(ctx, tag, tenant, id, domain.StatusFailed, "p", domain.FailureJSON("ERR_JOB_EXECUTION_TIMED_OUT", "no heartbeat within the processing timeout"))
 	return done, err
 }
 
@@ -579,8 +644,18 @@ func (s *Store) queuedTimeout(typ string) time.Duration {
 	return s.opts.QueuedTimeout
 }
 
-func (s *Store) timeout(ctx context.Context, tenant, id string, to domain.Status, guard string, failure json.RawMessage) (done, gone bool, err error) {
-	_, err = s.transition(ctx, domain.TransitionParams{Tenant: tenant, ID: id, By: SystemActor}, "timeout", to, string(failure), "", guard)
+func (s *Store) timeout(ctx context.Context, tag, tenant, id string, to domain.Status, guard string, failure json.RawMessage) (done, gone bool, err error) {
+	p := domain.TransitionParams{Tenant: tenant, ID: id, By: SystemActor}
+	if tag == "" {
+		_, err = s.transition(ctx, p, "timeout", to, string(failure), "", guard)
+	} else if validID(id) {
+		_, err = s.transitionAt(ctx, tag, false, p, "timeout", to, string(failure), "", guard)
+		if err == nil && tag != s.idTag(tenant, id) {
+			s.announceAt(ctx, s.idTag(tenant, id), id, 0) // see transition
+		}
+	} else {
+		err = domain.ErrNotFound()
+	}
 	switch {
 	case err == nil:
 		return true, false, nil
@@ -592,24 +667,54 @@ func (s *Store) timeout(ctx context.Context, tenant, id string, to domain.Status
 	return false, false, err
 }
 
+// transition runs transition.lua in the shard the id names, and after a miss
+// there in shard 0 (see read).
 func (s *Store) transition(ctx context.Context, p domain.TransitionParams, op string, to domain.Status, payload, resultType, guard string) (*domain.Request, error) {
 	if !validID(p.ID) {
 		return nil, domain.ErrNotFound()
 	}
+	shard := shardOf(p.ID)
+	named := s.tag(p.Tenant, shard)
+	req, err := s.transitionAt(ctx, named, true, p, op, to, payload, resultType, guard)
+	if shard == 0 || domain.ErrorCode(err) != domain.NotFound {
+		return req, err
+	}
+	req, err = s.transitionAt(ctx, s.tag(p.Tenant, 0), false, p, op, to, payload, resultType, guard)
+	if err == nil {
+		s.announceAt(ctx, named, p.ID, req.Version)
+	}
+	return req, err
+}
+
+// announceAt tells the waiters of id, who listen on the change channel of the
+// tag its id names, of a change a script made (and announced) in shard 0: the
+// rare older id that names a shard only by chance. Best effort, as the
+// script's own announcement is.
+func (s *Store) announceAt(ctx context.Context, tag, id string, version int64) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+	defer cancel()
+	_ = s.rdb.Do(ctx, publishCommand(s.rdb), s.k.changes(tag), id+","+strconv.FormatInt(version, 10)).Err()
+}
+
+// transitionAt is transition in the shard of hash tag tag.
+//
+// count asks it to count the write rate limits (the first try only: a second
+// try in shard 0 is the same call).
+func (s *Store) transitionAt(ctx context.Context, tag string, count bool, p domain.TransitionParams, op string, to domain.Status, payload, resultType, guard string) (*domain.Request, error) {
 	ca, _ := idMillis(p.ID)
-	keys := []string{s.k.record(p.Tenant, p.ID), s.k.deadlines(p.Tenant), s.k.retentionBuckets(p.Tenant),
-		s.k.pacing(p.Tenant, p.ID), s.k.meta(p.Tenant), s.k.webhookFilter(p.Tenant), s.k.outbox(p.Tenant), s.k.audit(p.Tenant),
-		s.k.changes(p.Tenant, p.ID)}
-	if guard == "" { // the sweeper's timeouts are nobody's calls
-		keys = s.rateKeys(keys, p.Tenant, p.ID, ratelimit.ScopeWrite, p.Credential)
+	keys := []string{s.k.record(tag, p.ID), s.k.deadlines(tag), s.k.retentionBuckets(tag),
+		s.k.pacing(tag, p.ID), s.k.meta(tag), s.k.webhookFilter(tag), s.k.outbox(tag), s.k.audit(tag),
+		s.k.changes(tag)}
+	if guard == "" && count { // the sweeper's timeouts are nobody's calls
+		keys = s.rateKeys(keys, tag, ratelimit.ScopeWrite, p.Credential)
 	}
 	fp := ""
 	if p.IdemKey != "" {
-		keys = append(keys, s.idemKey(p.Tenant, op, p.ID, p.IdemKey))
+		keys = append(keys, s.idemKey(tag, op, p.ID, p.IdemKey))
 		fp = fingerprint(op, payload, resultType)
 	}
 	r, err := s.run(ctx, s.sc.transition, keys, statusCode[to], ms(s.now()), p.By, payload, resultType, guard,
-		fp, p.ID, ca, s.k.retentionBucketPrefix(p.Tenant), s.k.indexPrefix(p.Tenant))
+		fp, p.ID, ca, s.k.retentionBucketPrefix(tag), s.k.indexPrefix(tag))
 	if err != nil {
 		return nil, backend(op+" request "+p.ID, err)
 	}
@@ -618,8 +723,8 @@ func (s *Store) transition(ctx context.Context, p domain.TransitionParams, op st
 		return nil, s.rateLimited(r)
 	}
 	if r.code == codeOK {
-		s.outboxHook.written(p.Tenant)
-		s.auditHook.written(p.Tenant)
+		s.outboxHook.written(shardName(tag))
+		s.auditHook.written(shardName(tag))
 	}
 	if r.code == codeOK || r.code == codeReplay {
 		return decodeRecord(p.ID, r.str, false)
@@ -647,16 +752,34 @@ func (s *Store) Remove(ctx context.Context, p domain.TransitionParams) error {
 	if !validID(id) {
 		return domain.ErrNotFound()
 	}
-	keys := []string{s.k.record(tenant, id), s.k.deadlines(tenant), s.k.pacing(tenant, id), s.k.audit(tenant), s.k.meta(tenant), s.k.changes(tenant, id)}
-	keys = s.rateKeys(keys, tenant, id, ratelimit.ScopeAdmin, p.Credential)
-	r, err := s.run(ctx, s.sc.remove, keys, id, ms(s.now()), s.k.indexPrefix(tenant), p.By)
+	shard := shardOf(id)
+	named := s.tag(tenant, shard)
+	err := s.deleteAt(ctx, named, p, true)
+	if shard == 0 || domain.ErrorCode(err) != domain.NotFound {
+		return err
+	}
+	if err = s.deleteAt(ctx, s.tag(tenant, 0), p, false); err == nil {
+		s.announceAt(ctx, named, id, 0) // the hub reads the record again: gone
+	}
+	return err
+}
+
+// deleteAt is Remove in the shard of hash tag tag; count asks it to count the
+// admin rate limits (the first try only: see transition).
+func (s *Store) deleteAt(ctx context.Context, tag string, p domain.TransitionParams, count bool) error {
+	id := p.ID
+	keys := []string{s.k.record(tag, id), s.k.deadlines(tag), s.k.pacing(tag, id), s.k.audit(tag), s.k.meta(tag), s.k.changes(tag)}
+	if count {
+		keys = s.rateKeys(keys, tag, ratelimit.ScopeAdmin, p.Credential)
+	}
+	r, err := s.run(ctx, s.sc.remove, keys, id, ms(s.now()), s.k.indexPrefix(tag), p.By)
 	if err != nil {
 		return backend("delete request "+id, err)
 	}
 	setRate(p.Rate, r)
 	switch r.code {
 	case codeOK:
-		s.auditHook.written(tenant)
+		s.auditHook.written(shardName(tag))
 		return nil
 	case codeRateLimited:
 		return s.rateLimited(r)
@@ -664,16 +787,24 @@ func (s *Store) Remove(ctx context.Context, p domain.TransitionParams) error {
 	return s.scriptError("delete request", id, r.code, r.detail())
 }
 
-// SetFrozen freezes or unfreezes a tenant (spec §2).
+// SetFrozen freezes or unfreezes a tenant (spec §2). Every script reads the
+// flag from its own shard's meta hash (no script touches two slots), so it is
+// written to each of the tenant's S shards, in one pipeline; when SetFrozen
+// returns nil every shard has it, so every later read is refused. On an error
+// some shards may have it and others not: the caller retries.
 func (s *Store) SetFrozen(ctx context.Context, tenant string, frozen bool) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
-	var err error
-	if frozen {
-		err = s.rdb.HSet(ctx, s.k.meta(tenant), "fz", "1").Err()
-	} else {
-		err = s.rdb.HDel(ctx, s.k.meta(tenant), "fz").Err()
-	}
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, tag := range s.tenantTags(tenant) {
+			if frozen {
+				p.HSet(ctx, s.k.meta(tag), "fz", "1")
+			} else {
+				p.HDel(ctx, s.k.meta(tag), "fz")
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return backend("freeze tenant "+tenant, err)
 	}
@@ -684,7 +815,7 @@ func (s *Store) SetFrozen(ctx context.Context, tenant string, frozen bool) error
 func (s *Store) Frozen(ctx context.Context, tenant string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
-	v, err := s.rdb.HGet(ctx, s.k.meta(tenant), "fz").Result()
+	v, err := s.rdb.HGet(ctx, s.k.meta(s.tag(tenant, 0)), "fz").Result()
 	if errors.Is(err, redis.Nil) {
 		return false, nil
 	}

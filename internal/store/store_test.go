@@ -22,10 +22,25 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 type clock = testenv.Clock
 
-// backend is one kind of Redis the suite runs on (testenv.Backends).
-type backend = testenv.Backend
+// backend is one kind of Redis the suite runs on (testenv.Backends), and the
+// tenant shards (store.Options.TenantShards) the store spreads tenants over.
+type backend struct {
+	testenv.Backend
+	Shards int
+}
 
-func backends() []backend { return testenv.Backends() }
+// suiteShards is the S > 1 the whole suite also runs with: more shards than
+// the cluster has masters, so that a tenant spans every one.
+const suiteShards = 4
+
+// backends are testenv's, with one shard.
+func backends() []backend {
+	var out []backend
+	for _, b := range testenv.Backends() {
+		out = append(out, backend{b, 1})
+	}
+	return out
+}
 
 // fixture is a store over one backend with an isolated key prefix and a fake clock.
 type fixture struct {
@@ -33,6 +48,8 @@ type fixture struct {
 	rdb    redis.UniversalClient
 	clock  *clock
 	prefix string
+	shards int // Options.TenantShards
+	keySeq int // mustCreateIn0's last key
 }
 
 func newFixture(tb testing.TB, b backend, mod func(*store.Options)) *fixture {
@@ -41,7 +58,7 @@ func newFixture(tb testing.TB, b backend, mod func(*store.Options)) *fixture {
 	c := testenv.NewClock(time.Now().UTC().Truncate(time.Millisecond))
 	o := store.Options{Prefix: testenv.Isolate(tb), OpTimeout: 5 * time.Second, Retention: time.Hour,
 		Now: c.Now, Schedule: []int{1, 2, 5}, EarlyTolerance: 0.2, RetentionBucket: 100 * time.Millisecond,
-		AutoPipeline: b.AutoPipeline}
+		AutoPipeline: b.AutoPipeline, TenantShards: b.Shards}
 	if mod != nil {
 		mod(&o)
 	}
@@ -52,14 +69,32 @@ func newFixture(tb testing.TB, b backend, mod func(*store.Options)) *fixture {
 	if err := s.Ready(context.Background()); err != nil {
 		tb.Fatalf("ready: %v", err)
 	}
-	return &fixture{s: s, rdb: rdb, clock: c, prefix: o.Prefix}
+	return &fixture{s: s, rdb: rdb, clock: c, prefix: o.Prefix, shards: o.TenantShards}
 }
 
-// forEachBackend runs the suite's test f once per backend.
+// forEachBackend runs the suite's test f once per backend with one shard
+// (subtest "<backend>") and once with suiteShards ("<backend>-S4").
 func forEachBackend(t *testing.T, f func(t *testing.T, b backend)) {
 	for _, b := range backends() {
 		t.Run(b.Name, func(t *testing.T) { f(t, b) })
+		b.Shards = suiteShards
+		t.Run(fmt.Sprintf("%s-S%d", b.Name, b.Shards), func(t *testing.T) { f(t, b) })
 	}
+}
+
+// forEachUnshardedBackend runs f once per backend with one shard only: for
+// webhooks, whose outboxes are not spread over shards yet (config refuses
+// redis.tenant_shards > 1 with webhooks enabled).
+func forEachUnshardedBackend(t *testing.T, f func(t *testing.T, b backend)) {
+	for _, b := range backends() {
+		t.Run(b.Name, func(t *testing.T) { f(t, b) })
+	}
+}
+
+// key is the Redis key "<prefix>:<tag>:<rest>" where tag is the hash tag of
+// the shard that holds request id of tenant.
+func (f *fixture) key(tenant, id, rest string) string {
+	return f.prefix + ":" + store.IDTag(f.s, tenant, id) + rest
 }
 
 var ctx = context.Background()
@@ -71,6 +106,50 @@ func (f *fixture) mustCreate(tb testing.TB, tenant, typ string) *domain.Request 
 		tb.Fatalf("create: %v replay=%v", err, replay)
 	}
 	return r
+}
+
+// mustCreateIn creates a request in shard 0 of tenant: with an
+// Idempotency-Key, found by trying, that chooses shard 0 (store.CreateShard).
+// Tests of one shard's mechanics (batches, raw keys) use it.
+func (f *fixture) mustCreateIn0(tb testing.TB, tenant, typ string) *domain.Request {
+	tb.Helper()
+	for {
+		f.keySeq++
+		key := fmt.Sprintf("shard0-%d", f.keySeq)
+		if store.CreateShard(f.s, key) != 0 {
+			continue
+		}
+		r, replay, err := f.s.Create(ctx, domain.CreateParams{Tenant: tenant, CreatedBy: "key_a", IdemKey: domain.IdempotencyKey(key),
+			Input: domain.CreateInput{Type: typ, Context: json.RawMessage(`{"a":1}`)}})
+		if err != nil || replay {
+			tb.Fatalf("create: %v replay=%v", err, replay)
+		}
+		return r
+	}
+}
+
+// keyIn0 is an Idempotency-Key, starting with base, whose create goes to
+// shard 0 (store.CreateShard); base itself with one shard.
+func (f *fixture) keyIn0(base string) domain.IdempotencyKey {
+	if f.shards == 1 {
+		return domain.IdempotencyKey(base)
+	}
+	for {
+		f.keySeq++
+		if k := fmt.Sprintf("%s-s0-%d", base, f.keySeq); store.CreateShard(f.s, k) == 0 {
+			return domain.IdempotencyKey(k)
+		}
+	}
+}
+
+// sumCard is the ZCARD of the zset "<tag><rest>" summed over tenant's shards.
+func (f *fixture) sumCard(tb testing.TB, tenant, rest string) int64 {
+	tb.Helper()
+	var n int64
+	for _, tag := range store.TenantTags(f.s, tenant) {
+		n += f.rdb.ZCard(ctx, f.prefix+":"+tag+rest).Val()
+	}
+	return n
 }
 
 func (f *fixture) mustGet(tb testing.TB, tenant, id string) *domain.Request {
@@ -119,11 +198,11 @@ func TestLifecycle(t *testing.T) {
 		if got.Type != "statement.export" || string(got.Context) != `{"a":1}` || got.CreatedBy != "key_a" || !got.CreatedAt.Equal(r.CreatedAt.Time) {
 			t.Fatalf("read back %+v", got)
 		}
-		if !zscore(t, f.rdb, f.prefix+":{acme}:ix:q:statement.export", r.ID) {
+		if !zscore(t, f.rdb, f.key("acme", r.ID, ":ix:q:statement.export"), r.ID) {
 			t.Fatal("create did not index the request")
 		}
 		// the queued index times the queued timeout: no deadline entry while queued
-		if zscore(t, f.rdb, f.prefix+":{acme}:dl", r.ID) {
+		if zscore(t, f.rdb, f.key("acme", r.ID, ":dl"), r.ID) {
 			t.Fatal("create wrote a deadline entry")
 		}
 
@@ -132,7 +211,7 @@ func TestLifecycle(t *testing.T) {
 		if err != nil || p.Status != domain.StatusProcessing || p.Version != 2 || string(p.Progress) != `{"percent":40}` {
 			t.Fatalf("processing: %+v %v", p, err)
 		}
-		if !zscore(t, f.rdb, f.prefix+":{acme}:dl", r.ID) {
+		if !zscore(t, f.rdb, f.key("acme", r.ID, ":dl"), r.ID) {
 			t.Fatal("processing wrote no deadline entry")
 		}
 		f.clock.Add(time.Second)
@@ -140,7 +219,7 @@ func TestLifecycle(t *testing.T) {
 		if err != nil || hb.Version != 3 || string(hb.Progress) != `{"percent":40}` || !hb.UpdatedAt.After(p.UpdatedAt.Time) {
 			t.Fatalf("heartbeat: %+v %v", hb, err)
 		}
-		if zscore(t, f.rdb, f.prefix+":{acme}:ix:q:statement.export", r.ID) || !zscore(t, f.rdb, f.prefix+":{acme}:ix:p:statement.export", r.ID) {
+		if zscore(t, f.rdb, f.key("acme", r.ID, ":ix:q:statement.export"), r.ID) || !zscore(t, f.rdb, f.key("acme", r.ID, ":ix:p:statement.export"), r.ID) {
 			t.Fatal("processing did not move the index entry")
 		}
 
@@ -151,10 +230,10 @@ func TestLifecycle(t *testing.T) {
 		if want := c.CompletedAt.Add(time.Hour); !c.ExpiresAt.Equal(want) {
 			t.Fatalf("expires_at %v, want %v", c.ExpiresAt, want)
 		}
-		if ttl := f.rdb.PTTL(ctx, f.prefix+":{acme}:r:"+r.ID).Val(); ttl <= 0 || ttl > time.Hour+time.Minute {
+		if ttl := f.rdb.PTTL(ctx, f.key("acme", r.ID, ":r:"+r.ID)).Val(); ttl <= 0 || ttl > time.Hour+time.Minute {
 			t.Fatalf("record TTL %v, want about an hour", ttl)
 		}
-		if zscore(t, f.rdb, f.prefix+":{acme}:ix:p:statement.export", r.ID) || !zscore(t, f.rdb, f.prefix+":{acme}:ix:s:statement.export", r.ID) || zscore(t, f.rdb, f.prefix+":{acme}:dl", r.ID) {
+		if zscore(t, f.rdb, f.key("acme", r.ID, ":ix:p:statement.export"), r.ID) || !zscore(t, f.rdb, f.key("acme", r.ID, ":ix:s:statement.export"), r.ID) || zscore(t, f.rdb, f.key("acme", r.ID, ":dl"), r.ID) {
 			t.Fatal("complete did not move the index entries")
 		}
 		evs, err := f.s.Events(ctx, "acme", r.ID)
@@ -268,7 +347,7 @@ func TestIdempotentCreate(t *testing.T) {
 				t.Fatalf("racing creates with one key: %v, id %q vs %q", errs[i], ids[i], ids[0])
 			}
 		}
-		n1, _ := f.rdb.ZCard(ctx, f.prefix+":{acme}:ix:q:x").Result()
+		n1, _ := f.rdb.ZCard(ctx, f.key("acme", ids[0], ":ix:q:x")).Result()
 		if n1 != 1 {
 			t.Fatalf("racing creates made %d requests", n1)
 		}
@@ -424,13 +503,13 @@ func TestDeleteRemovesEverything(t *testing.T) {
 		wantCode(t, err, domain.NotFound)
 		wantCode(t, f.s.Delete(ctx, "acme", r.ID), domain.NotFound)
 		for _, k := range []string{":ix:q:x", ":ix:s:x", ":dl"} {
-			if zscore(t, f.rdb, f.prefix+":{acme}"+k, r.ID) {
+			if zscore(t, f.rdb, f.key("acme", r.ID, k), r.ID) {
 				t.Fatalf("%s still holds the deleted request", k)
 			}
 		}
 		// the retention bucket may still name it: the sweeper skips vanished records
 		for _, k := range []string{":r:", ":pc:"} {
-			if n := f.rdb.Exists(ctx, f.prefix+":{acme}"+k+r.ID).Val(); n != 0 {
+			if n := f.rdb.Exists(ctx, f.key("acme", r.ID, k+r.ID)).Val(); n != 0 {
 				t.Fatalf("%s%s survived the delete", k, r.ID)
 			}
 		}
@@ -476,7 +555,7 @@ func TestPacing(t *testing.T) {
 				t.Fatalf("terminal requests are not paced: %d %v", ra, err)
 			}
 		}
-		if n := f.rdb.Exists(ctx, f.prefix+":{acme}:pc:"+r.ID).Val(); n != 0 {
+		if n := f.rdb.Exists(ctx, f.key("acme", r.ID, ":pc:"+r.ID)).Val(); n != 0 {
 			t.Fatal("pacing state survived the terminal transition")
 		}
 	})
@@ -541,7 +620,7 @@ func TestRetentionForever(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if got := f.mustGet(t, "acme", keep.ID); got.ExpiresAt != nil || f.rdb.PTTL(ctx, f.prefix+":{acme}:r:"+keep.ID).Val() != -1 {
+		if got := f.mustGet(t, "acme", keep.ID); got.ExpiresAt != nil || f.rdb.PTTL(ctx, f.key("acme", keep.ID, ":r:"+keep.ID)).Val() != -1 {
 			t.Fatalf("retention 0 must keep forever: %+v", got.ExpiresAt)
 		}
 		if got := f.mustGet(t, "acme", short.ID); got.ExpiresAt == nil {
@@ -587,9 +666,11 @@ func TestPacingFollowsConfig(t *testing.T) {
 // counters, credential first, the tenant only while the credential is allowed.
 func TestPollRateLimit(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
+		// Each shard's counters enforce ceil(limit / S) (docs/pacing.md): with
+		// limits S x 3 and S x 5, the request's shard allows 3 and 5.
 		f := newFixture(t, b, func(o *store.Options) {
-			o.RateLimits = &ratelimit.Rates{Read: ratelimit.Rate{Limit: 3, Period: time.Minute},
-				Tenant: ratelimit.Rate{Limit: 5, Period: time.Minute}}
+			o.RateLimits = &ratelimit.Rates{Read: ratelimit.Rate{Limit: int64(3 * b.Shards), Period: time.Minute},
+				Tenant: ratelimit.Rate{Limit: int64(5 * b.Shards), Period: time.Minute}}
 		})
 		r := f.mustCreate(t, "acme", "x")
 		poll := func(cred string) (domain.PollResult, error) {
@@ -619,11 +700,12 @@ func TestPollRateLimit(t *testing.T) {
 		}
 		_, err = poll("key_b")
 		wantCode(t, err, domain.RateLimited)
-		// the counters are the limiter's: <prefix>:{tenant}:rl:<scope>:<credential>
-		if v := f.rdb.Get(ctx, f.prefix+":{acme}:rl:read:key_a").Val(); v != "4" {
+		// the counters are the limiter's: <prefix>:{tenant}:rl:<scope>:<credential>,
+		// under the request's shard's tag ({tenant} for shard 0)
+		if v := f.rdb.Get(ctx, f.key("acme", r.ID, ":rl:read:key_a")).Val(); v != "4" {
 			t.Fatalf("credential counter %q", v)
 		}
-		if ttl := f.rdb.PTTL(ctx, f.prefix+":{acme}:rl:tenant").Val(); ttl <= 0 || ttl > time.Minute {
+		if ttl := f.rdb.PTTL(ctx, f.key("acme", r.ID, ":rl:tenant")).Val(); ttl <= 0 || ttl > time.Minute {
 			t.Fatalf("tenant counter TTL %v", ttl)
 		}
 		// without a credential nothing is counted

@@ -129,9 +129,9 @@ func (w *Sweeper) behind(tenant string) {
 		"tenant", tenant, "batch", w.o.Batch, "interval", w.o.Interval)
 }
 
-// sweepWork is what one tick found due for one tenant.
+// sweepWork is what one tick found due for one shard of a tenant.
 type sweepWork struct {
-	tenant string
+	tenant, tag string
 	// deadlines: processing requests past their deadline (score: the deadline).
 	deadlines []redis.Z
 	// queued: queued requests past their queued timeout, the longest due first.
@@ -196,7 +196,13 @@ func (w *Sweeper) Tick(ctx context.Context) error {
 			note(backend("sweep: list tenants", err))
 			break
 		}
-		work, err := w.due(ctx, tenants, now)
+		var units []sweepWork
+		for _, t := range tenants {
+			for _, tag := range w.s.tenantTags(t) {
+				units = append(units, sweepWork{tenant: t, tag: tag})
+			}
+		}
+		work, err := w.due(ctx, units, now)
 		note(err)
 		for _, wk := range work {
 			if at, ok := wk.oldest(); ok {
@@ -206,13 +212,13 @@ func (w *Sweeper) Tick(ctx context.Context) error {
 				w.behind(wk.tenant)
 			}
 			if !down {
-				note(w.timeOut(ctx, wk.tenant, wk.deadlines, &c))
+				note(w.timeOut(ctx, wk, &c))
 			}
 			if !down {
-				note(w.expireQueued(ctx, wk.tenant, wk.queued, &c))
+				note(w.expireQueued(ctx, wk, &c))
 			}
 			if !down {
-				note(w.clean(ctx, wk.tenant, wk.retention, now, &c))
+				note(w.clean(ctx, wk, now, &c))
 			}
 		}
 		if next == 0 || down || ctx.Err() != nil {
@@ -245,25 +251,25 @@ type sweepCounts struct{ expired, failed, cleaned int64 }
 // deadlocks once a pipeline's bytes exceed its 4 KiB read buffer.
 const pipelineChunk = 24
 
-// due reads what is due for each of tenants, a few tenants per round trip:
+// due reads what is due for each shard of units, a few per round trip:
 // processing deadlines and retention buckets from their zsets; queued requests
 // from the queued index of each type the tenant has made (the meta hash's
 // t:<type> fields), read in a second round trip.
-func (w *Sweeper) due(ctx context.Context, tenants []string, now time.Time) ([]sweepWork, error) {
+func (w *Sweeper) due(ctx context.Context, units []sweepWork, now time.Time) ([]sweepWork, error) {
 	by := &redis.ZRangeBy{Min: "-inf", Max: ms(now), Count: int64(w.o.Batch)}
 	var out []sweepWork
-	for len(tenants) > 0 {
-		chunk := tenants[:min(len(tenants), pipelineChunk/3)]
-		tenants = tenants[len(chunk):]
+	for len(units) > 0 {
+		chunk := units[:min(len(units), pipelineChunk/3)]
+		units = units[len(chunk):]
 		cctx, cancel := context.WithTimeout(ctx, w.s.opts.OpTimeout)
 		dl := make([]*redis.ZSliceCmd, len(chunk))
 		rx := make([]*redis.ZSliceCmd, len(chunk))
 		meta := make([]*redis.StringSliceCmd, len(chunk))
 		_, err := w.s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
-			for i, t := range chunk {
-				dl[i] = p.ZRangeByScoreWithScores(cctx, w.s.k.deadlines(t), by)
-				rx[i] = p.ZRangeByScoreWithScores(cctx, w.s.k.retentionBuckets(t), by)
-				meta[i] = p.HKeys(cctx, w.s.k.meta(t))
+			for i, u := range chunk {
+				dl[i] = p.ZRangeByScoreWithScores(cctx, w.s.k.deadlines(u.tag), by)
+				rx[i] = p.ZRangeByScoreWithScores(cctx, w.s.k.retentionBuckets(u.tag), by)
+				meta[i] = p.HKeys(cctx, w.s.k.meta(u.tag))
 			}
 			return nil
 		})
@@ -272,8 +278,8 @@ func (w *Sweeper) due(ctx context.Context, tenants []string, now time.Time) ([]s
 			return out, backend("sweep: read due entries", err)
 		}
 		work := make([]sweepWork, len(chunk))
-		for i, t := range chunk {
-			work[i] = sweepWork{tenant: t, deadlines: dl[i].Val(), retention: rx[i].Val()}
+		for i, u := range chunk {
+			work[i] = sweepWork{tenant: u.tenant, tag: u.tag, deadlines: dl[i].Val(), retention: rx[i].Val()}
 		}
 		if err := w.dueQueued(ctx, work, meta, now); err != nil {
 			return out, err
@@ -312,7 +318,7 @@ func (w *Sweeper) dueQueued(ctx context.Context, work []sweepWork, meta []*redis
 		_, err := w.s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
 			for i, r := range chunk {
 				by := &redis.ZRangeBy{Min: "-inf", Max: ms(now.Add(-r.qt)), Count: int64(w.o.Batch)}
-				chunk[i].cmd = p.ZRangeByScoreWithScores(cctx, w.s.k.index(r.wk.tenant, domain.StatusQueued, r.typ), by)
+				chunk[i].cmd = p.ZRangeByScoreWithScores(cctx, w.s.k.index(r.wk.tag, domain.StatusQueued, r.typ), by)
 			}
 			return nil
 		})
@@ -335,9 +341,10 @@ func (w *Sweeper) dueQueued(ctx context.Context, work []sweepWork, meta []*redis
 	return nil
 }
 
-// statusEach reads the status letter of each record of tenant (the record's
-// first byte), "" where the record is missing, a few records per round trip.
-func (s *Store) statusEach(ctx context.Context, tenant string, ids []string) ([]string, error) {
+// statusEach reads the status letter of each record in the shard of tag (the
+// record's first byte), "" where the record is missing, a few records per
+// round trip.
+func (s *Store) statusEach(ctx context.Context, tag string, ids []string) ([]string, error) {
 	out := make([]string, 0, len(ids))
 	for len(ids) > 0 {
 		chunk := ids[:min(len(ids), pipelineChunk)]
@@ -346,7 +353,7 @@ func (s *Store) statusEach(ctx context.Context, tenant string, ids []string) ([]
 		cmds := make([]*redis.StringCmd, len(chunk))
 		_, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
 			for i, id := range chunk {
-				cmds[i] = p.GetRange(cctx, s.k.record(tenant, id), 0, 0)
+				cmds[i] = p.GetRange(cctx, s.k.record(tag, id), 0, 0)
 			}
 			return nil
 		})
@@ -365,7 +372,8 @@ func (s *Store) statusEach(ctx context.Context, tenant string, ids []string) ([]
 // status read just before, and the deadline re-checked inside the script) makes a
 // request that moved on, got a heartbeat or was timed out by another replica a
 // no-op.
-func (w *Sweeper) timeOut(ctx context.Context, tenant string, due []redis.Z, c *sweepCounts) error {
+func (w *Sweeper) timeOut(ctx context.Context, wk sweepWork, c *sweepCounts) error {
+	tenant, tag, due := wk.tenant, wk.tag, wk.deadlines
 	if len(due) == 0 {
 		return nil
 	}
@@ -373,7 +381,7 @@ func (w *Sweeper) timeOut(ctx context.Context, tenant string, due []redis.Z, c *
 	for i, z := range due {
 		ids[i], _ = z.Member.(string)
 	}
-	sts, err := w.s.statusEach(ctx, tenant, ids)
+	sts, err := w.s.statusEach(ctx, tag, ids)
 	if err != nil {
 		return backend("sweep: read statuses", err)
 	}
@@ -390,13 +398,13 @@ func (w *Sweeper) timeOut(ctx context.Context, tenant string, due []redis.Z, c *
 			// Only an older version gave queued requests a deadline entry; the
 			// queued index times them now (expireQueued), so the entry goes
 			// whether or not the request is due under the current timeout.
-			done, _, err = w.s.expireQueued(ctx, tenant, id)
+			done, _, err = w.s.expireQueued(ctx, tag, tenant, id)
 			if done {
 				c.expired++
 			}
 			stale = append(stale, id)
 		case domain.StatusProcessing:
-			done, err = w.s.TimeOutProcessing(ctx, tenant, id)
+			done, err = w.s.timeOutProcessing(ctx, tag, tenant, id)
 			if done {
 				c.failed++
 			}
@@ -410,7 +418,7 @@ func (w *Sweeper) timeOut(ctx context.Context, tenant string, due []redis.Z, c *
 	if len(stale) > 0 {
 		cctx, cancel := context.WithTimeout(ctx, w.s.opts.OpTimeout)
 		defer cancel()
-		if err := w.s.rdb.ZRem(cctx, w.s.k.deadlines(tenant), stale...).Err(); err != nil {
+		if err := w.s.rdb.ZRem(cctx, w.s.k.deadlines(tag), stale...).Err(); err != nil {
 			return backend("sweep: drop stale deadlines", err)
 		}
 	}
@@ -421,9 +429,10 @@ func (w *Sweeper) timeOut(ctx context.Context, tenant string, due []redis.Z, c *
 // guarded transition (the guard re-checks status and timeout inside the
 // script, so a request that moved on or was expired by another replica is a
 // no-op). An index entry whose record is gone is removed.
-func (w *Sweeper) expireQueued(ctx context.Context, tenant string, due []queuedDue, c *sweepCounts) error {
-	for _, q := range due {
-		done, gone, err := w.s.expireQueued(ctx, tenant, q.id)
+func (w *Sweeper) expireQueued(ctx context.Context, wk sweepWork, c *sweepCounts) error {
+	tenant, tag := wk.tenant, wk.tag
+	for _, q := range wk.queued {
+		done, gone, err := w.s.expireQueued(ctx, tag, tenant, q.id)
 		if err != nil {
 			return fmt.Errorf("sweep: expire %s/%s: %w", tenant, q.id, err)
 		}
@@ -432,7 +441,7 @@ func (w *Sweeper) expireQueued(ctx context.Context, tenant string, due []queuedD
 		}
 		if gone {
 			cctx, cancel := context.WithTimeout(ctx, w.s.opts.OpTimeout)
-			err := w.s.rdb.ZRem(cctx, w.s.k.index(tenant, domain.StatusQueued, q.typ), q.id).Err()
+			err := w.s.rdb.ZRem(cctx, w.s.k.index(tag, domain.StatusQueued, q.typ), q.id).Err()
 			cancel()
 			if err != nil {
 				return backend("sweep: drop a queued entry without record", err)
@@ -451,14 +460,15 @@ const sweepChunk = 100
 // removes the index entry of each record past its retention (and the record, if
 // its TTL has not fired yet) and leaves alone a record whose retention was
 // extended meanwhile.
-func (w *Sweeper) clean(ctx context.Context, tenant string, due []redis.Z, now time.Time, c *sweepCounts) error {
+func (w *Sweeper) clean(ctx context.Context, wk sweepWork, now time.Time, c *sweepCounts) error {
+	tenant, tag := wk.tenant, wk.tag
 	budget := w.o.Batch
-	for _, z := range due {
+	for _, z := range wk.retention {
 		end := strconv.FormatInt(int64(z.Score), 10)
-		keys := []string{w.s.k.retentionBucketPrefix(tenant) + end, w.s.k.retentionBuckets(tenant)}
+		keys := []string{w.s.k.retentionBucketPrefix(tag) + end, w.s.k.retentionBuckets(tag)}
 		for budget > 0 {
 			n := min(budget, sweepChunk)
-			r, err := w.s.run(ctx, w.s.sc.sweep, keys, ms(now), n, w.s.k.recordPrefix(tenant), end, w.s.k.indexPrefix(tenant))
+			r, err := w.s.run(ctx, w.s.sc.sweep, keys, ms(now), n, w.s.k.recordPrefix(tag), end, w.s.k.indexPrefix(tag))
 			if err != nil {
 				return backend("sweep: clean "+tenant, err)
 			}

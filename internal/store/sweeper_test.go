@@ -41,20 +41,25 @@ func mustTick(tb testing.TB, w *store.Sweeper) store.SweepStats {
 // catchUp sets the fake clock to the wall clock (real Redis TTLs run on the latter).
 func (f *fixture) catchUp() { f.clock.Add(time.Since(f.clock.Now())) }
 
-// tenantKeys lists every key of a tenant, on every master of a cluster.
+// tenantKeys lists every key of a tenant, in every shard, on every master of
+// a cluster.
 func (f *fixture) tenantKeys(tb testing.TB, tenant string) []string {
 	tb.Helper()
-	match := f.prefix + ":{" + tenant + "}:*"
 	var mu sync.Mutex
 	var out []string
 	scan := func(ctx context.Context, c redis.Cmdable) error {
-		it := c.Scan(ctx, 0, match, 1000).Iterator()
-		for it.Next(ctx) {
-			mu.Lock()
-			out = append(out, it.Val())
-			mu.Unlock()
+		for _, tag := range store.TenantTags(f.s, tenant) {
+			it := c.Scan(ctx, 0, f.prefix+":"+strings.ReplaceAll(tag, ":", "[:]")+":*", 1000).Iterator()
+			for it.Next(ctx) {
+				mu.Lock()
+				out = append(out, it.Val())
+				mu.Unlock()
+			}
+			if err := it.Err(); err != nil {
+				return err
+			}
 		}
-		return it.Err()
+		return nil
 	}
 	var err error
 	if cc, ok := f.rdb.(*redis.ClusterClient); ok {
@@ -119,10 +124,10 @@ func TestSweeperTimesOut(t *testing.T) {
 		if got := f.mustGet(t, "acme", patient.ID); got.Status != domain.StatusQueued {
 			t.Fatalf("per-type queued timeout ignored: %+v", got)
 		}
-		if n := f.rdb.ZCard(ctx, f.prefix+":{acme}:dl").Val(); n != 0 {
+		if n := f.sumCard(t, "acme", ":dl"); n != 0 {
 			t.Fatalf("deadline set holds %d entries, want none: only processing requests have one", n)
 		}
-		if !zscore(t, f.rdb, f.prefix+":{acme}:ix:q:patient", patient.ID) {
+		if !zscore(t, f.rdb, f.key("acme", patient.ID, ":ix:q:patient"), patient.ID) {
 			t.Fatal("the patient request left the queued index")
 		}
 		f.clock.Add(time.Hour)
@@ -165,7 +170,7 @@ func TestSweeperRetentionRemovesEveryKey(t *testing.T) {
 		f.catchUp()
 		if b.Name != "miniredis" { // miniredis TTLs fire only when fast-forwarded
 			for _, id := range gone {
-				if n := f.rdb.Exists(ctx, f.prefix+":{acme}:r:"+id).Val(); n != 0 {
+				if n := f.rdb.Exists(ctx, f.key("acme", id, ":r:"+id)).Val(); n != 0 {
 					t.Fatalf("record %s outlived its TTL", id)
 				}
 			}
@@ -185,15 +190,20 @@ func TestSweeperRetentionRemovesEveryKey(t *testing.T) {
 			t.Fatalf("cleaned %d, want %d", st.Cleaned, len(gone))
 		}
 		// What is left is the live request's: its record and index entries.
-		want := []string{":ix:q:x", ":m", ":r:" + alive.ID} // a queued request has no deadline entry
-		for i := range want {
-			want[i] = f.prefix + ":{acme}" + want[i]
+		// a queued request has no deadline entry; the meta hash of each shard
+		// that took a create stays (its type flags)
+		want := []string{f.key("acme", alive.ID, ":ix:q:x"), f.key("acme", alive.ID, ":r:"+alive.ID)}
+		for _, id := range append([]string{alive.ID}, gone...) {
+			if m := f.key("acme", id, ":m"); !slices.Contains(want, m) {
+				want = append(want, m)
+			}
 		}
+		sort.Strings(want)
 		if got := f.tenantKeys(t, "acme"); !slices.Equal(got, want) {
 			t.Fatalf("keys left:\n%v\nwant\n%v", got, want)
 		}
 		for _, k := range []string{":ix:q:x"} {
-			if m := f.rdb.ZRange(ctx, f.prefix+":{acme}"+k, 0, -1).Val(); !slices.Equal(m, []string{alive.ID}) {
+			if m := f.rdb.ZRange(ctx, f.key("acme", alive.ID, k), 0, -1).Val(); !slices.Equal(m, []string{alive.ID}) {
 				t.Fatalf("%s holds %v", k, m)
 			}
 		}
@@ -224,7 +234,7 @@ func TestTwoSweepersAtOnce(t *testing.T) {
 		f.clock.Add(2 * time.Minute)
 
 		// Two replicas: two stores over separate connections, one sweeper each.
-		other, err := store.New(f.rdb, store.Options{Prefix: f.prefix, OpTimeout: 5 * time.Second, Now: f.clock.Now,
+		other, err := store.New(f.rdb, store.Options{Prefix: f.prefix, TenantShards: f.shards, OpTimeout: 5 * time.Second, Now: f.clock.Now,
 			QueuedTimeout: time.Minute, ProcessingTimeout: time.Minute, Retention: time.Hour})
 		if err != nil {
 			t.Fatal(err)
@@ -272,7 +282,7 @@ func TestSweeperBatchAndStaleEntries(t *testing.T) {
 		f := newFixture(t, b, func(o *store.Options) { o.QueuedTimeout = time.Minute })
 		f.catchUp()
 		for range 7 {
-			f.mustCreate(t, "acme", "x")
+			f.mustCreateIn0(t, "acme", "x") // one shard's batch: the ghosts' shard
 		}
 		// entries whose record is gone (or never was) are dropped
 		ghost := uuid.Must(uuid.NewV7()).String()
@@ -419,7 +429,7 @@ func TestQueuedTimeoutFollowsConfig(t *testing.T) {
 			t.Fatalf("nothing is due under a 1h timeout: %+v", st)
 		}
 		// a replica restarted with a shorter timeout, and one type's override
-		later, err := store.New(f.rdb, store.Options{Prefix: f.prefix, Now: f.clock.Now, OpTimeout: 5 * time.Second,
+		later, err := store.New(f.rdb, store.Options{Prefix: f.prefix, TenantShards: f.shards, Now: f.clock.Now, OpTimeout: 5 * time.Second,
 			QueuedTimeout: time.Minute, QueuedTimeoutByType: map[string]time.Duration{"quick": time.Second, "y": 3 * time.Minute},
 			AutoPipeline: b.AutoPipeline})
 		if err != nil {
@@ -460,15 +470,16 @@ func TestSweeperDropsOldQueuedDeadlines(t *testing.T) {
 		due := f.mustCreate(t, "acme", "x")
 		spared := f.mustCreate(t, "acme", "y") // its timeout was lengthened since
 		// as the older create.lua wrote them: created_at + the timeout of then
-		f.rdb.ZAdd(ctx, f.prefix+":{acme}:dl",
-			redis.Z{Score: float64(due.CreatedAt.Add(time.Minute).UnixMilli()), Member: due.ID},
+		f.rdb.ZAdd(ctx, f.key("acme", due.ID, ":dl"),
+			redis.Z{Score: float64(due.CreatedAt.Add(time.Minute).UnixMilli()), Member: due.ID})
+		f.rdb.ZAdd(ctx, f.key("acme", spared.ID, ":dl"),
 			redis.Z{Score: float64(spared.CreatedAt.Add(time.Minute).UnixMilli()), Member: spared.ID})
 		f.clock.Add(2 * time.Minute)
 		w := f.sweeper(store.SweeperOptions{})
 		if st := mustTick(t, w); st.Expired != 1 {
 			t.Fatalf("one is due under the current timeouts: %+v", st)
 		}
-		if n := f.rdb.ZCard(ctx, f.prefix+":{acme}:dl").Val(); n != 0 {
+		if n := f.sumCard(t, "acme", ":dl"); n != 0 {
 			t.Fatalf("%d old deadline entries left", n)
 		}
 		for id, want := range map[string]domain.Status{due.ID: domain.StatusExpired, spared.ID: domain.StatusQueued} {

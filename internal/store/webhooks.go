@@ -61,7 +61,8 @@ func (h *outboxHook) written(tenant string) {
 }
 
 // OnOutbox sets f to be told the tenant of every applied create and transition
-// (idempotent replays excluded), which may have queued webhook messages. f must
+// (idempotent replays excluded), which may have queued webhook messages: the
+// name of the tenant's shard whose outbox it is, as WebhookTenants names it. f must
 // be quick and must not block: it runs on the request's path. nil removes it.
 func (s *Store) OnOutbox(f func(tenant string)) {
 	if f == nil {
@@ -148,7 +149,7 @@ func (s *Store) SaveWebhook(ctx context.Context, tenant string, w domain.Webhook
 		return backend("register webhook", err)
 	}
 	r, err := s.runWebhook(ctx, "webhook_register", func(w webhookScripts) *redis.Script { return w.register },
-		[]string{s.k.webhook(tenant, w.ID), s.k.webhookFilter(tenant), s.k.meta(tenant)},
+		[]string{s.k.webhook(tenant, w.ID), s.k.webhookFilter(tagOf(tenant)), s.k.meta(tagOf(tenant))},
 		w.ID, eventLetters(w.Events), max,
 		"u", w.URL, "ev", eventLetters(w.Events), "d", w.Description, "ca", ms(w.CreatedAt.Time), "k", w.SealedSecret)
 	if err != nil {
@@ -157,13 +158,40 @@ func (s *Store) SaveWebhook(ctx context.Context, tenant string, w domain.Webhook
 	if r.code != codeOK {
 		return s.scriptError("register webhook", w.ID, r.code, []any{int64(max)})
 	}
-	if err := s.sadd(ctx, s.k.webhookTenants(), tenant); err != nil {
-		// Undo rather than leave an endpoint no dispatcher may find: the caller
-		// sees a 503 and may simply register again.
+	err = s.sadd(ctx, s.k.webhookTenants(), tenant)
+	if err == nil {
+		err = s.copyFilter(ctx, tenant, w.ID, eventLetters(w.Events))
+	}
+	if err != nil {
+		// Undo rather than leave an endpoint no dispatcher may find (or that
+		// some shards do not emit to): the caller sees a 503 and may simply
+		// register again.
 		_ = s.DeleteWebhook(context.WithoutCancel(ctx), tenant, w.ID)
 		return backend("register webhook", err)
 	}
 	return nil
+}
+
+// copyFilter writes endpoint id's filter entry and the wh flag into the other
+// shards of tenant (1..S-1), whose create and transition scripts read their
+// own shard's copies; the registry, the endpoint and the limit stay in shard
+// 0 (webhook_register.lua). One pipeline; SaveWebhook answers after it, so
+// every change after the answer emits, whichever shard its request is in.
+func (s *Store) copyFilter(ctx context.Context, tenant, id, letters string) error {
+	tags := s.tenantTags(tenant)[1:]
+	if len(tags) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+	defer cancel()
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, tag := range tags {
+			p.HSet(ctx, s.k.webhookFilter(tag), id, letters)
+			p.HSet(ctx, s.k.meta(tag), "wh", "1")
+		}
+		return nil
+	})
+	return err
 }
 
 func (s *Store) sadd(ctx context.Context, key, member string) error {
@@ -223,7 +251,7 @@ func errWebhookNotFound() error {
 func (s *Store) Webhooks(ctx context.Context, tenant string) ([]domain.Webhook, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
-	ids, err := s.rdb.HKeys(ctx, s.k.webhookFilter(tenant)).Result()
+	ids, err := s.rdb.HKeys(ctx, s.k.webhookFilter(tagOf(tenant))).Result()
 	if err != nil {
 		return nil, backend("list webhooks", err)
 	}
@@ -263,9 +291,17 @@ func sortWebhooks(ws []domain.Webhook) {
 // the outbox are dropped when a dispatcher meets them.
 func (s *Store) DeleteWebhook(ctx context.Context, tenant, id string) error {
 	r, err := s.runWebhook(ctx, "webhook_delete", func(w webhookScripts) *redis.Script { return w.remove },
-		[]string{s.k.webhook(tenant, id), s.k.webhookFilter(tenant), s.k.webhookLog(tenant, id), s.k.meta(tenant)}, id)
+		[]string{s.k.webhook(tenant, id), s.k.webhookFilter(tagOf(tenant)), s.k.webhookLog(tagOf(tenant), id), s.k.meta(tagOf(tenant))}, id)
 	if err != nil {
 		return backend("delete webhook", err)
+	}
+	// The other shards' copies and logs, with the same script on each shard's
+	// keys (no endpoint hash there: it deletes nothing).
+	for _, tag := range s.tenantTags(tenant)[1:] {
+		if _, err := s.runWebhook(ctx, "webhook_delete", func(w webhookScripts) *redis.Script { return w.remove },
+			[]string{s.k.webhook(shardName(tag), id), s.k.webhookFilter(tag), s.k.webhookLog(tag, id), s.k.meta(tag)}, id); err != nil {
+			return backend("delete webhook", err)
+		}
 	}
 	if r.code == codeOK {
 		return nil
@@ -277,11 +313,16 @@ func (s *Store) DeleteWebhook(ctx context.Context, tenant, id string) error {
 func (s *Store) WebhookDeliveries(ctx context.Context, tenant, id string) ([]domain.WebhookDelivery, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
+	// Each shard's dispatch logs in its own slot (webhook_settle.lua): read
+	// them all and keep the newest webhookLogCap.
 	var exists *redis.IntCmd
-	var log *redis.StringSliceCmd
+	tags := s.tenantTags(tenant)
+	logs := make([]*redis.StringSliceCmd, len(tags))
 	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		exists = p.Exists(ctx, s.k.webhook(tenant, id))
-		log = p.LRange(ctx, s.k.webhookLog(tenant, id), 0, webhookLogCap-1)
+		for i, tag := range tags {
+			logs[i] = p.LRange(ctx, s.k.webhookLog(tag, id), 0, webhookLogCap-1)
+		}
 		return nil
 	}); err != nil {
 		return nil, backend("list webhook deliveries", err)
@@ -289,21 +330,43 @@ func (s *Store) WebhookDeliveries(ctx context.Context, tenant, id string) ([]dom
 	if exists.Val() == 0 {
 		return nil, errWebhookNotFound()
 	}
-	out := make([]domain.WebhookDelivery, 0, len(log.Val()))
-	for _, v := range log.Val() {
-		var d domain.WebhookDelivery
-		if json.Unmarshal([]byte(v), &d) == nil {
-			out = append(out, d)
+	var out []domain.WebhookDelivery
+	for _, log := range logs {
+		for _, v := range log.Val() {
+			var d domain.WebhookDelivery
+			if json.Unmarshal([]byte(v), &d) == nil {
+				out = append(out, d)
+			}
 		}
+	}
+	if len(tags) > 1 {
+		sort.SliceStable(out, func(i, j int) bool { return out[i].At.After(out[j].At.Time) })
+		out = out[:min(len(out), webhookLogCap)]
+	}
+	if out == nil {
+		out = []domain.WebhookDelivery{}
 	}
 	return out, nil
 }
 
-// WebhookTenants reads the registry of tenants with webhook endpoints.
+// WebhookTenants reads the registry of tenants with webhook endpoints. With
+// tenant shards each shard has its own outbox, and is listed as a tenant of
+// its own, by its name (shardName: "<tenant>:<n>"; the tenant's own name for
+// shard 0): the dispatchers pass these names back to every outbox call, and
+// the messages carry the tenant and the shard (WebhookMessage.Shard).
 func (s *Store) WebhookTenants(ctx context.Context) ([]domain.WebhookTenant, error) {
-	names, err := s.scanSet(ctx, s.k.webhookTenants(), "list webhook tenants")
+	tenants, err := s.scanSet(ctx, s.k.webhookTenants(), "list webhook tenants")
 	if err != nil {
 		return nil, err
+	}
+	names := tenants
+	if s.opts.TenantShards > 1 {
+		names = make([]string, 0, len(tenants)*s.opts.TenantShards)
+		for _, t := range tenants {
+			for _, tag := range s.tenantTags(t) {
+				names = append(names, shardName(tag))
+			}
+		}
 	}
 	out := make([]domain.WebhookTenant, 0, len(names))
 	for len(names) > 0 {
@@ -314,8 +377,8 @@ func (s *Store) WebhookTenants(ctx context.Context) ([]domain.WebhookTenant, err
 		n := make([]*redis.IntCmd, len(chunk))
 		_, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
 			for i, t := range chunk {
-				fz[i] = p.HGet(cctx, s.k.meta(t), "fz")
-				n[i] = p.HLen(cctx, s.k.webhookFilter(t))
+				fz[i] = p.HGet(cctx, s.k.meta(tagOf(t)), "fz")
+				n[i] = p.HLen(cctx, s.k.webhookFilter(tagOf(t)))
 			}
 			return nil
 		})
@@ -324,7 +387,7 @@ func (s *Store) WebhookTenants(ctx context.Context) ([]domain.WebhookTenant, err
 			return nil, backend("list webhook tenants", err)
 		}
 		for i, t := range chunk {
-			out = append(out, domain.WebhookTenant{Name: t, Frozen: fz[i].Val() == "1", Endpoints: n[i].Val()})
+			out = append(out, domain.WebhookTenant{Name: t, Tenant: tenantOf(t), Frozen: fz[i].Val() == "1", Endpoints: n[i].Val()})
 		}
 	}
 	return out, nil
@@ -332,14 +395,26 @@ func (s *Store) WebhookTenants(ctx context.Context) ([]domain.WebhookTenant, err
 
 // PruneWebhookTenant removes a tenant without endpoints and without queued
 // messages from the registry (and its empty outbox). It reports whether it did.
+// Given the name of a shard other than 0 (WebhookTenants), it only removes
+// that shard's empty outbox; given the tenant, it removes the tenant once
+// every shard's outbox is empty.
 func (s *Store) PruneWebhookTenant(ctx context.Context, tenant string) (bool, error) {
-	r, err := s.runWebhook(ctx, "webhook_prune", func(w webhookScripts) *redis.Script { return w.prune },
-		[]string{s.k.webhookFilter(tenant), s.k.outbox(tenant), s.k.webhookRetries(tenant)})
-	if err != nil {
-		return false, backend("prune webhook tenant", err)
+	prune := func(name string) (bool, error) {
+		r, err := s.runWebhook(ctx, "webhook_prune", func(w webhookScripts) *redis.Script { return w.prune },
+			[]string{s.k.webhookFilter(tagOf(name)), s.k.outbox(tagOf(name)), s.k.webhookRetries(tagOf(name))})
+		if err != nil {
+			return false, backend("prune webhook tenant", err)
+		}
+		return r.code == 1, nil
 	}
-	if r.code != 1 {
-		return false, nil
+	if tenantOf(tenant) != tenant {
+		_, err := prune(tenant)
+		return false, err
+	}
+	for _, tag := range s.tenantTags(tenant) {
+		if ok, err := prune(shardName(tag)); err != nil || !ok {
+			return false, err
+		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
@@ -349,7 +424,7 @@ func (s *Store) PruneWebhookTenant(ctx context.Context, tenant string) (bool, er
 	// An endpoint registered since the script ran must keep its tenant listed
 	// (SaveWebhook adds the tenant again after writing; this covers the order
 	// where its second SADD came before our SREM).
-	if n, err := s.rdb.HLen(cctx, s.k.webhookFilter(tenant)).Result(); err != nil || n > 0 {
+	if n, err := s.rdb.HLen(cctx, s.k.webhookFilter(tagOf(tenant))).Result(); err != nil || n > 0 {
 		if err2 := s.rdb.SAdd(cctx, s.k.webhookTenants(), tenant).Err(); err2 != nil {
 			return false, backend("prune webhook tenant", err2)
 		}
@@ -370,7 +445,7 @@ func (s *Store) ReadOutbox(ctx context.Context, consumer string, want map[string
 		}
 	}
 	sort.Strings(tenants)
-	got, err := s.readNew(ctx, "read webhook outbox", webhookGroup, consumer, tenants, s.k.outbox,
+	got, err := s.readNew(ctx, "read webhook outbox", webhookGroup, consumer, tenants, func(t string) string { return s.k.outbox(tagOf(t)) },
 		func(t string) int64 { return int64(want[t]) })
 	var out []domain.WebhookMessage
 	for _, t := range tenants {
@@ -428,7 +503,7 @@ func (s *Store) ClaimStaleOutbox(ctx context.Context, tenants []string, consumer
 }
 
 func (s *Store) autoClaimArgs(tenant, consumer string, minIdle time.Duration, start string, count int) *redis.XAutoClaimArgs {
-	return &redis.XAutoClaimArgs{Stream: s.k.outbox(tenant), Group: webhookGroup, Consumer: consumer,
+	return &redis.XAutoClaimArgs{Stream: s.k.outbox(tagOf(tenant)), Group: webhookGroup, Consumer: consumer,
 		MinIdle: minIdle, Start: start, Count: int64(count)}
 }
 
@@ -455,7 +530,7 @@ func (s *Store) decodeEntries(ctx context.Context, tenant string, xs []redis.XMe
 			bad = append(bad, x.ID)
 		}
 	}
-	s.dropEntries(ctx, s.k.outbox(tenant), webhookGroup, bad)
+	s.dropEntries(ctx, s.k.outbox(tagOf(tenant)), webhookGroup, bad)
 	return out
 }
 
@@ -471,7 +546,7 @@ func (s *Store) ClaimWebhookRetries(ctx context.Context, tenants []string, now, 
 		cmds := make([]*redis.StringSliceCmd, len(chunk))
 		_, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
 			for i, t := range chunk {
-				cmds[i] = p.ZRangeByScore(cctx, s.k.webhookRetries(t), &redis.ZRangeBy{Min: "-inf", Max: ms(now), Count: 1})
+				cmds[i] = p.ZRangeByScore(cctx, s.k.webhookRetries(tagOf(t)), &redis.ZRangeBy{Min: "-inf", Max: ms(now), Count: 1})
 			}
 			return nil
 		})
@@ -491,7 +566,7 @@ func (s *Store) ClaimWebhookRetries(ctx context.Context, tenants []string, now, 
 			break
 		}
 		r, err := s.runWebhook(ctx, "webhook_claim", func(w webhookScripts) *redis.Script { return w.claim },
-			[]string{s.k.webhookRetries(t)}, ms(now), ms(leaseUntil), count)
+			[]string{s.k.webhookRetries(tagOf(t))}, ms(now), ms(leaseUntil), count)
 		if err != nil {
 			return out, backend("claim webhook retries", err)
 		}
@@ -525,7 +600,7 @@ func (s *Store) retryMessages(ctx context.Context, tenant string, members []stri
 		_, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
 			for i, m := range chunk {
 				id, _, _ := strings.Cut(m, "|")
-				cmds[i] = p.XRange(cctx, s.k.outbox(tenant), id, id)
+				cmds[i] = p.XRange(cctx, s.k.outbox(tagOf(tenant)), id, id)
 			}
 			return nil
 		})
@@ -552,7 +627,7 @@ func (s *Store) retryMessages(ctx context.Context, tenant string, members []stri
 	if len(gone) > 0 {
 		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 		defer cancel()
-		if err := s.rdb.ZRem(cctx, s.k.webhookRetries(tenant), gone...).Err(); err != nil {
+		if err := s.rdb.ZRem(cctx, s.k.webhookRetries(tagOf(tenant)), gone...).Err(); err != nil {
 			return out, backend("drop webhook retries", err)
 		}
 	}
@@ -561,8 +636,12 @@ func (s *Store) retryMessages(ctx context.Context, tenant string, members []stri
 
 // decodeOutboxEntry reads an outbox entry: _ep endpoint, _ev event letter, _id
 // message id, _at time (unix ms), _rq request id, then _r, the record string.
+// tenant is the name of the outbox's shard (WebhookTenants).
 func decodeOutboxEntry(tenant string, x redis.XMessage) (domain.WebhookMessage, bool) {
-	m := domain.WebhookMessage{Tenant: tenant, EntryID: x.ID}
+	m := domain.WebhookMessage{Tenant: tenantOf(tenant), EntryID: x.ID}
+	if m.Tenant != tenant {
+		m.Shard = tenant
+	}
 	var rid, rec string
 	for k, v := range x.Values {
 		sv, _ := v.(string)
@@ -617,7 +696,7 @@ func (s *Store) SettleWebhook(ctx context.Context, m domain.WebhookMessage, o do
 		lease = strconv.FormatInt(m.Lease, 10)
 	}
 	r, err := s.runWebhook(ctx, "webhook_settle", func(w webhookScripts) *redis.Script { return w.settle },
-		[]string{s.k.outbox(m.Tenant), s.k.webhookRetries(m.Tenant), s.k.webhookLog(m.Tenant, m.EndpointID)},
+		[]string{s.k.outbox(tagOf(m.Queue())), s.k.webhookRetries(tagOf(m.Queue())), s.k.webhookLog(tagOf(m.Queue()), m.EndpointID)},
 		webhookGroup, m.EntryID, m.Retry, lease, next, due, log, webhookLogCap, force)
 	if err != nil {
 		return backend("settle webhook message "+m.ID, err)
@@ -633,7 +712,7 @@ func (s *Store) SettleWebhook(ctx context.Context, m domain.WebhookMessage, o do
 // (dispatchers of replicas that are gone) idle longer than idle with nothing
 // pending, except self. It returns how many it removed.
 func (s *Store) ReapWebhookConsumers(ctx context.Context, tenant, self string, idle time.Duration) (int, error) {
-	return s.reapConsumers(ctx, s.k.outbox(tenant), webhookGroup, self, idle)
+	return s.reapConsumers(ctx, s.k.outbox(tagOf(tenant)), webhookGroup, self, idle)
 }
 
 // reapConsumers removes from the consumer group of stream the consumers idle

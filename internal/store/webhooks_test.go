@@ -3,6 +3,7 @@ package store_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -23,19 +24,32 @@ func (f *fixture) mustSaveWebhook(tb testing.TB, tenant, id string, evs ...domai
 	}
 }
 
-// outbox lists the (endpoint, message id) of every outbox entry of tenant.
+// outbox lists the (endpoint, message id) of every outbox entry of tenant, in
+// every shard.
 func (f *fixture) outbox(tb testing.TB, tenant string) []string {
 	tb.Helper()
-	xs, err := f.rdb.XRange(ctx, f.prefix+":{"+tenant+"}:ob", "-", "+").Result()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	out := make([]string, 0, len(xs))
-	for _, x := range xs {
-		out = append(out, fmt.Sprint(x.Values["_ep"], " ", x.Values["_id"]))
+	var out []string
+	for _, tag := range store.TenantTags(f.s, tenant) {
+		xs, err := f.rdb.XRange(ctx, f.prefix+":"+tag+":ob", "-", "+").Result()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, x := range xs {
+			out = append(out, fmt.Sprint(x.Values["_ep"], " ", x.Values["_id"]))
+		}
 	}
 	sort.Strings(out)
 	return out
+}
+
+// outboxWant asks ReadOutbox for n messages of each of tenant's shards (as the
+// dispatcher names them: WebhookTenants).
+func (f *fixture) outboxWant(tenant string, n int) map[string]int {
+	want := map[string]int{}
+	for _, name := range f.auditNames(tenant) {
+		want[name] = n
+	}
+	return want
 }
 
 // TestOutboxWrittenWithTransitions: create and every status change append one
@@ -49,7 +63,7 @@ func TestOutboxWrittenWithTransitions(t *testing.T) {
 		if _, err := f.s.Complete(ctx, tp("quiet", quiet.ID), domain.CompleteInput{ResultType: "answer", Result: json.RawMessage(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
-		if n, _ := f.rdb.Exists(ctx, f.prefix+":{quiet}:ob").Result(); n != 0 {
+		if got := f.outbox(t, "quiet"); len(got) != 0 {
 			t.Fatal("a tenant without endpoints got an outbox")
 		}
 
@@ -99,7 +113,7 @@ func TestOutboxCarriesTheRepresentation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		msgs, err := f.s.ReadOutbox(ctx, "c1", map[string]int{"acme": 10})
+		msgs, err := f.s.ReadOutbox(ctx, "c1", f.outboxWant("acme", 10))
 		if err != nil || len(msgs) != 2 {
 			t.Fatalf("read %d: %v", len(msgs), err)
 		}
@@ -118,7 +132,7 @@ func TestOutboxCarriesTheRepresentation(t *testing.T) {
 			}
 		}
 		// Nothing new for the group; the entries stay pending for c1.
-		if again, err := f.s.ReadOutbox(ctx, "c2", map[string]int{"acme": 10}); err != nil || len(again) != 0 {
+		if again, err := f.s.ReadOutbox(ctx, "c2", f.outboxWant("acme", 10)); err != nil || len(again) != 0 {
 			t.Fatalf("read again: %d %v", len(again), err)
 		}
 	})
@@ -170,9 +184,16 @@ func TestWebhookEndpoints(t *testing.T) {
 		if ds, err := f.s.WebhookDeliveries(ctx, "acme", "ep_a"); err != nil || len(ds) != 0 {
 			t.Fatalf("deliveries %v %v", ds, err)
 		}
+		// one per shard of acme, each with its copy of the filter
 		ts, err := f.s.WebhookTenants(ctx)
-		if err != nil || len(ts) != 1 || ts[0].Name != "acme" || ts[0].Endpoints != 1 {
+		names := f.auditNames("acme")
+		if err != nil || len(ts) != len(names) || (f.shards == 1 && (len(ts) != 1 || ts[0].Name != "acme")) {
 			t.Fatalf("tenants %+v %v", ts, err)
+		}
+		for _, wt := range ts {
+			if !slices.Contains(names, wt.Name) || wt.Endpoints != 1 || wt.Frozen {
+				t.Fatalf("tenants %+v", ts)
+			}
 		}
 		for i := 1; i < 20; i++ {
 			f.mustSaveWebhook(t, "acme", fmt.Sprintf("ep_%02d", i), domain.EventSucceeded)
@@ -234,7 +255,7 @@ func TestClaimStaleWalksThePendingList(t *testing.T) {
 		f := newFixture(t, b, nil)
 		f.mustSaveWebhook(t, "acme", "ep_1", domain.EventCreated)
 		for i := 0; i < 31; i++ {
-			f.mustCreate(t, "acme", "t.a")
+			f.mustCreateIn0(t, "acme", "t.a") // one stream: shard 0's
 		}
 		busy, err := f.s.ReadOutbox(ctx, "busy", map[string]int{"acme": 30})
 		if err != nil || len(busy) != 30 {

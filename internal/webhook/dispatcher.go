@@ -378,7 +378,7 @@ func (d *Dispatcher) readNew(ctx, base context.Context, tenants []string, free i
 		}
 		got := map[string]int{}
 		for _, m := range msgs {
-			got[m.Tenant]++
+			got[m.Queue()]++
 		}
 		d.mu.Lock()
 		for t, n := range want {
@@ -477,18 +477,20 @@ func (d *Dispatcher) start(base context.Context, msgs []domain.WebhookMessage) i
 	for _, m := range msgs {
 		d.sem <- struct{}{}
 		d.inflight.Add(1)
+		// counted per outbox: a tenant's own, or one of its shards'
+		q := m.Queue()
 		d.mu.Lock()
-		d.busy[m.Tenant]++
+		d.busy[q]++
 		d.mu.Unlock()
 		go func() {
 			defer func() {
 				<-d.sem
 				d.mu.Lock()
-				if d.busy[m.Tenant]--; d.busy[m.Tenant] <= 0 {
-					delete(d.busy, m.Tenant)
+				if d.busy[q]--; d.busy[q] <= 0 {
+					delete(d.busy, q)
 				}
-				if d.backlog[m.Tenant] {
-					d.dirty[m.Tenant] = true
+				if d.backlog[q] {
+					d.dirty[q] = true
 				}
 				wake := len(d.dirty) > 0
 				d.mu.Unlock()

@@ -1,0 +1,30 @@
+package store
+
+import (
+	"github.com/google/uuid"
+
+	"github.com/asyncstatus/asyncstatus/internal/domain"
+)
+
+// IDTag is the hash tag of the shard that holds request id of tenant, for
+// tests that look at raw keys.
+func IDTag(s *Store, tenant, id string) string { return s.idTag(tenant, id) }
+
+// TenantTags are the hash tags of tenant's shards.
+func TenantTags(s *Store, tenant string) []string { return s.tenantTags(tenant) }
+
+// CreateShard is the shard a create with Idempotency-Key key goes to.
+func CreateShard(s *Store, key string) int {
+	return s.newShard(idemDigest("create", "", domain.IdempotencyKey(key)))
+}
+
+// Remark is id with its last four bytes made the mark of shard (its time and
+// first random bytes kept): an id whose mark names shard by chance.
+func Remark(id string, shard int) string {
+	u := uuid.MustParse(id)
+	markID(&u, shard)
+	return u.String()
+}
+
+// ShardOf is the shard id names.
+func ShardOf(id string) int { return shardOf(id) }

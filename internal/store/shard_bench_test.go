@@ -1,0 +1,265 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/store"
+	"github.com/asyncstatus/asyncstatus/internal/testenv"
+)
+
+// masterCalls is the number of commands each master of cc executed since its
+// last CONFIG RESETSTAT (INFO commandstats, commands run inside scripts
+// included), by address, leaving out the client's own housekeeping (CLUSTER,
+// INFO, CONFIG, PING...).
+func masterCalls(tb testing.TB, cc *redis.ClusterClient) map[string]int64 {
+	tb.Helper()
+	out := map[string]int64{}
+	var mu sync.Mutex
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "commandstats").Result()
+		if err != nil {
+			return err
+		}
+		var n int64
+		for _, line := range strings.Split(info, "\n") {
+			name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+			if !ok {
+				continue
+			}
+			switch strings.TrimPrefix(name, "cmdstat_") {
+			case "cluster", "info", "config", "ping", "command", "client", "hello", "readonly", "script":
+				continue
+			}
+			v, _, _ := strings.Cut(rest, ",")
+			x, _ := strconv.ParseInt(v, 10, 64)
+			n += x
+		}
+		mu.Lock()
+		out[c.Options().Addr] = n
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return out
+}
+
+// BenchmarkShardedMasterShare runs one tenant's mixed load (create, two polls,
+// complete: one op) through one store on the local 3-master Cluster, with 1,
+// 16 and 32 tenant shards, and reports the share of the commands each master
+// executed (INFO commandstats; target 33% +/- 5% each with S > 1, against 100%
+// on one master with S = 1) and the ops/s of this run (S = 16 vs S = 1: the
+// same machine, the same run), with the script calls autopipelined (as serve
+// does) and without.
+//
+//	go test -run '^$' -bench BenchmarkShardedMasterShare -benchtime 3000x ./internal/store/
+func BenchmarkShardedMasterShare(b *testing.B) {
+	in, _, done := loadReference(b)
+	for _, c := range []struct {
+		n  int
+		ap bool
+	}{{1, true}, {16, true}, {32, true}, {1, false}, {16, false}} {
+		n := c.n
+		b.Run(fmt.Sprintf("S=%d/autopipeline=%v", n, c.ap), func(b *testing.B) {
+			cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: testenv.Cluster(b), PoolSize: 64})
+			b.Cleanup(func() { cc.Close() })
+			s, err := store.New(cc, store.Options{Prefix: testenv.Isolate(b), Retention: 720 * time.Hour,
+				AutoPipeline: c.ap, TenantShards: n})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Ready(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+				return c.ConfigResetStat(ctx).Err()
+			}); err != nil {
+				b.Fatal(err)
+			}
+			b.SetParallelism(4)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					r, _, err := s.Create(ctx, domain.CreateParams{Tenant: "bench", CreatedBy: "key_b", Input: in})
+					if err == nil {
+						_, err = s.Poll(ctx, domain.PollParams{Tenant: "bench", ID: r.ID, Caller: "key_p"})
+					}
+					if err == nil {
+						_, err = s.Poll(ctx, domain.PollParams{Tenant: "bench", ID: r.ID})
+					}
+					if err == nil {
+						_, err = s.Complete(ctx, domain.TransitionParams{Tenant: "bench", ID: r.ID, By: "key_b"}, done)
+					}
+					if err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			calls := masterCalls(b, cc)
+			var total int64
+			shares := make([]float64, 0, len(calls))
+			for _, c := range calls {
+				total += c
+			}
+			for _, c := range calls {
+				shares = append(shares, 100*float64(c)/float64(max(total, 1)))
+			}
+			sort.Float64s(shares)
+			slices.Reverse(shares)
+			for i, sh := range shares {
+				b.ReportMetric(sh, fmt.Sprintf("master%d-%%", i+1))
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+		})
+	}
+}
+
+// BenchmarkShardedList measures one page of 50 of a tenant of 100k requests
+// with 1 and 16 shards on the real redis-server (every shard on one server:
+// the worst case, where a page costs the server 16 list scripts) and on the
+// local Cluster (each master runs its shards' scripts in parallel), and
+// reports p50 and p99 page latency.
+//
+//	go test -run '^$' -bench BenchmarkShardedList -benchtime 400x ./internal/store/
+func BenchmarkShardedList(b *testing.B) {
+	const n = 100_000
+	for _, backend := range []string{"redis", "cluster"} {
+		for _, shards := range []int{1, 16} {
+			b.Run(fmt.Sprintf("%s/S=%d", backend, shards), func(b *testing.B) {
+				var rdb redis.UniversalClient
+				if backend == "redis" {
+					rdb = redis.NewClient(&redis.Options{Addr: testenv.Redis(b)})
+				} else {
+					rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: testenv.Cluster(b)})
+				}
+				b.Cleanup(func() { rdb.Close() })
+				prefix := testenv.Isolate(b)
+				s, err := store.New(rdb, store.Options{Prefix: prefix, Retention: 720 * time.Hour, TenantShards: shards, AutoPipeline: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Ready(ctx); err != nil {
+					b.Fatal(err)
+				}
+				seedShards(b, rdb, prefix, store.TenantTags(s, "bench"), n)
+				time.Sleep(time.Second) // let Redis finish rehashing
+				for _, c := range []struct {
+					name string
+					f    domain.ListFilter
+				}{
+					{"unfiltered", domain.ListFilter{Limit: 50}},
+					{"status=failed", domain.ListFilter{Limit: 50, Statuses: []domain.Status{domain.StatusFailed}}},
+				} {
+					b.Run(c.name, func(b *testing.B) {
+						for range 50 { // warm up
+							if _, err := s.List(ctx, "bench", c.f); err != nil {
+								b.Fatal(err)
+							}
+						}
+						lat := make([]time.Duration, 0, b.N)
+						items := 0
+						b.ResetTimer()
+						for b.Loop() {
+							t0 := time.Now()
+							p, err := s.List(ctx, "bench", c.f)
+							lat = append(lat, time.Since(t0))
+							if err != nil {
+								b.Fatal(err)
+							}
+							items += len(p.Items)
+						}
+						slices.Sort(lat)
+						b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+						b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+						b.ReportMetric(float64(items)/float64(len(lat)), "items/op")
+					})
+				}
+				// free the memory for the next run
+				del := func(ctx context.Context, c *redis.Client) error {
+					it := c.Scan(ctx, 0, prefix+":*", 10000).Iterator()
+					var keys []string
+					for it.Next(ctx) {
+						keys = append(keys, it.Val())
+					}
+					for _, k := range keys {
+						c.Unlink(ctx, k)
+					}
+					return it.Err()
+				}
+				if cc, ok := rdb.(*redis.ClusterClient); ok {
+					_ = cc.ForEachMaster(ctx, del)
+				} else {
+					_ = del(ctx, rdb.(*redis.Client))
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkShardedMemory: the bytes one reference request (created, polled,
+// completed) holds in the real redis-server, with 1 and 16 shards (INFO
+// used_memory delta over b.N requests, client buffers left out).
+//
+//	go test -run '^$' -bench BenchmarkShardedMemory -benchtime 5000x ./internal/store/
+func BenchmarkShardedMemory(b *testing.B) {
+	in, _, done := loadReference(b)
+	for _, shards := range []int{1, 16} {
+		b.Run(fmt.Sprintf("S=%d", shards), func(b *testing.B) {
+			rdb := redis.NewClient(&redis.Options{Addr: testenv.Redis(b)})
+			b.Cleanup(func() { rdb.Close() })
+			s, err := store.New(rdb, store.Options{Prefix: testenv.Isolate(b), Retention: 720 * time.Hour, TenantShards: shards})
+			if err != nil {
+				b.Fatal(err)
+			}
+			// the shards' meta hashes exist before the measure: per tenant, not per request
+			for range 8 * shards {
+				if _, _, err := s.Create(ctx, domain.CreateParams{Tenant: "bench", CreatedBy: "key_b", Input: in}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			used := func() int64 {
+				info := rdb.Info(ctx, "memory").Val()
+				v := func(k string) int64 {
+					for _, line := range strings.Split(info, "\n") {
+						if x, ok := strings.CutPrefix(strings.TrimSpace(line), k+":"); ok {
+							n, _ := strconv.ParseInt(x, 10, 64)
+							return n
+						}
+					}
+					return 0
+				}
+				return v("used_memory") - v("mem_clients_normal")
+			}
+			before := used()
+			b.ResetTimer()
+			for b.Loop() {
+				r, _, err := s.Create(ctx, domain.CreateParams{Tenant: "bench", CreatedBy: "key_b", Input: in})
+				if err == nil {
+					_, err = s.Poll(ctx, domain.PollParams{Tenant: "bench", ID: r.ID, Caller: "key_p"})
+				}
+				if err == nil {
+					_, err = s.Complete(ctx, domain.TransitionParams{Tenant: "bench", ID: r.ID, By: "key_b"}, done)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(used()-before)/float64(b.N), "B/request")
+		})
+	}
+}
