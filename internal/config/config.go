@@ -54,28 +54,23 @@ type Redis struct {
 	// TenantShards spreads each tenant's requests over that many hash tags, so
 	// that one tenant uses every master of a Cluster (store.Options.TenantShards,
 	// docs/operations.md, One tenant across the cluster): 1..256, may be raised
-	// later, never lowered; 0 means DefaultClusterShards on a Cluster
-	// (redis.cluster_addrs) and 1 elsewhere (Shards). default: 0.
+	// later, never lowered; 0 is 1. Not raised by default, not even on a
+	// Cluster: a replica of an older version beside S > 1 answers 404 for the
+	// requests in the new shards, and a listing page costs S list scripts. An
+	// operator turns it on (RecommendedClusterShards) once every replica runs
+	// this version. default: 0.
 	TenantShards int `yaml:"tenant_shards"`
 }
 
-// DefaultClusterShards is what redis.tenant_shards 0 means on a Cluster: on 3
-// masters 16 shards put 37.5% / 31% / 31% of one tenant's commands on each
-// (measured: 36.8-38.8% on the busiest), where 32 would even it out further
-// but double the cost of a listing page (docs/operations.md).
-const DefaultClusterShards = 16
+// RecommendedClusterShards is what docs/operations.md advises for a Cluster
+// of 3 masters whose largest tenant needs more than one: 16 shards put
+// 37.5% / 31% / 31% of one tenant's commands on each master (measured:
+// 36.8-38.8% on the busiest), where 32 would even it out further but double
+// the cost of a listing page.
+const RecommendedClusterShards = 16
 
-// Shards is redis.tenant_shards with 0 resolved: DefaultClusterShards on a
-// Cluster, 1 on every other store (one server: more shards only cost).
-func (r Redis) Shards() int {
-	switch {
-	case r.TenantShards > 0:
-		return r.TenantShards
-	case len(r.ClusterAddrs) > 0:
-		return DefaultClusterShards
-	}
-	return 1
-}
+// Shards is redis.tenant_shards with 0 resolved to 1.
+func (r Redis) Shards() int { return max(r.TenantShards, 1) }
 
 // HTTP is the listener.
 type HTTP struct {

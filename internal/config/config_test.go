@@ -515,7 +515,8 @@ func TestRequirePollTokenSecret(t *testing.T) {
 	}
 }
 
-// redis.tenant_shards 0 spreads on a Cluster and stays 1 on one server.
+// redis.tenant_shards is 1 unless set, on a Cluster too (an older replica
+// beside more shards would not find their requests), and what is set.
 func TestTenantShards(t *testing.T) {
 	c := Defaults()
 	if c.Redis.TenantShards != 0 || c.Redis.Shards() != 1 {
@@ -526,12 +527,12 @@ func TestTenantShards(t *testing.T) {
 		t.Fatalf("single Redis: %d", c.Redis.Shards())
 	}
 	c.Redis.URL, c.Redis.ClusterAddrs = "", []string{"a:1", "b:2"}
-	if c.Redis.Shards() != DefaultClusterShards {
-		t.Fatalf("cluster: %d", c.Redis.Shards())
-	}
-	c.Redis.TenantShards = 1
 	if c.Redis.Shards() != 1 {
-		t.Fatalf("cluster with 1 set: %d", c.Redis.Shards())
+		t.Fatalf("cluster, not set: %d", c.Redis.Shards())
+	}
+	c.Redis.TenantShards = RecommendedClusterShards
+	if c.Redis.Shards() != 16 {
+		t.Fatalf("cluster with 16 set: %d", c.Redis.Shards())
 	}
 }
 
