@@ -150,7 +150,7 @@ func nextPage(f domain.ListFilter, cursor string) string {
 
 // read gets a request with its events, unpaced: the console is not a poller.
 func (s *Server) read(ctx context.Context, tenant, id string) (*domain.Request, error) {
-	res, err := s.st.Poll(ctx, domain.PollParams{Tenant: tenant, ID: id})
+	res, err := s.st.Poll(ctx, domain.PollParams{Tenant: tenant, ID: id, Caller: domain.Unpaced})
 	if err != nil {
 		return nil, err
 	}

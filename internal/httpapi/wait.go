@@ -110,7 +110,7 @@ func (s *Server) pollParams(c *fiber.Ctx, paced bool) domain.PollParams {
 	if paced {
 		pp.Caller = p.KeyID
 		if p.KeyID == "" { // a poll token: one caller per request
-			pp.Caller = "t"
+			pp.Caller = domain.PollTokenCaller
 		}
 	}
 	if s.opts.PollRateInStore { // else counted by the middleware's limiter

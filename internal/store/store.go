@@ -360,7 +360,7 @@ type PollRate struct {
 // there. The result's Rate is set whenever the call was counted, also on errors.
 func (s *Store) Poll(ctx context.Context, p domain.PollParams) (domain.PollResult, error) {
 	// a paced poll (a caller) never serves events: only unpaced reads parse them
-	return s.read(ctx, p, p.Caller == "")
+	return s.read(ctx, p, p.Caller == domain.Unpaced)
 }
 
 // read runs poll.lua. Its reply is one string, the code digit then what
@@ -517,12 +517,12 @@ func (s *Store) ExpireQueued(ctx context.Context, tenant, id string) (done bool,
 
 // expireQueued is ExpireQueued that also tells whether the request is gone.
 func (s *Store) expireQueued(ctx context.Context, tenant, id string) (done, gone bool, err error) {
-	return s.timeout(ctx, tenant, id, domain.StatusExpired, "q", domain.FailureJSON("REQUEST_EXPIRED", "the request stayed queued longer than its queued timeout"))
+	return s.timeout(ctx, tenant, id, domain.StatusExpired, domain.StatusQueued, domain.FailureJSON("REQUEST_EXPIRED", "the request stayed queued longer than its queued timeout"))
 }
 
 // TimeOutProcessing fails a processing request whose heartbeat stopped.
 func (s *Store) TimeOutProcessing(ctx context.Context, tenant, id string) (done bool, err error) {
-	done, _, err = s.timeout(ctx, tenant, id, domain.StatusFailed, "p", domain.FailureJSON("ERR_JOB_EXECUTION_TIMED_OUT", "no heartbeat within the processing timeout"))
+	done, _, err = s.timeout(ctx, tenant, id, domain.StatusFailed, domain.StatusProcessing, domain.FailureJSON("ERR_JOB_EXECUTION_TIMED_OUT", "no heartbeat within the processing timeout"))
 	return done, err
 }
 
@@ -534,8 +534,10 @@ func (s *Store) queuedTimeout(typ string) time.Duration {
 	return s.opts.QueuedTimeout
 }
 
-func (s *Store) timeout(ctx context.Context, tenant, id string, to domain.Status, guard string, failure json.RawMessage) (done, gone bool, err error) {
-	_, err = s.transition(ctx, domain.TransitionParams{Tenant: tenant, ID: id, By: SystemActor}, "timeout", to, string(failure), "", guard)
+// timeout is the sweeper's transition to `to`: it applies only while the request
+// is still in status guard and that status's timeout has passed (transition.lua).
+func (s *Store) timeout(ctx context.Context, tenant, id string, to, guard domain.Status, failure json.RawMessage) (done, gone bool, err error) {
+	_, err = s.transition(ctx, domain.TransitionParams{Tenant: tenant, ID: id, By: SystemActor}, "timeout", to, string(failure), "", statusCode[guard])
 	switch {
 	case err == nil:
 		return true, false, nil
