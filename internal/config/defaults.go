@@ -1,21 +1,26 @@
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/asyncstatus/asyncstatus/internal/defaults"
+)
 
 // Defaults returns the configuration used when neither the file nor the
 // environment says otherwise. Every call returns fresh slices, so a caller may
-// modify its copy freely.
+// modify its copy freely. Values that the store or the HTTP server also fall
+// back to come from internal/defaults, the one place they are written.
 func Defaults() Config {
 	return Config{
 		Redis: Redis{
-			KeyPrefix:    "as",
-			OpTimeout:    time.Second,
+			KeyPrefix:    defaults.KeyPrefix,
+			OpTimeout:    defaults.OpTimeout,
 			AutoPipeline: true,
-			WaitTimeout:  500 * time.Millisecond,
+			WaitTimeout:  defaults.WaitTimeout,
 		},
 		HTTP: HTTP{
 			Addr:            ":8080",
-			BodyLimitBytes:  1 << 20,
+			BodyLimitBytes:  defaults.BodyLimitBytes,
 			ReadTimeout:     10 * time.Second,
 			WriteTimeout:    10 * time.Second,
 			IdleTimeout:     60 * time.Second,
@@ -25,9 +30,7 @@ func Defaults() Config {
 			KeyCacheTTL: 10 * time.Second,
 		},
 		Polling: Polling{
-			Schedule: []time.Duration{
-				time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second,
-			},
+			Schedule:       defaults.PollSchedule(),
 			EarlyTolerance: 0.2,
 		},
 		RateLimit: RateLimit{
@@ -39,20 +42,20 @@ func Defaults() Config {
 			Timeout: 50 * time.Millisecond,
 		},
 		Lifecycle: Lifecycle{
-			QueuedTimeout:     24 * time.Hour,
-			ProcessingTimeout: 15 * time.Minute,
-			SweepInterval:     10 * time.Second,
+			QueuedTimeout:     defaults.QueuedTimeout,
+			ProcessingTimeout: defaults.ProcessingTimeout,
+			SweepInterval:     defaults.SweepInterval,
 			SweepBatch:        500,
 		},
 		Retention: Retention{
 			Terminal: 720 * time.Hour,
 		},
 		Idempotency: Idempotency{
-			TTL: 24 * time.Hour,
+			TTL: defaults.IdempotencyTTL,
 		},
 		Limits: Limits{
-			ContextBytes: 4096,
-			ResultBytes:  16384,
+			ContextBytes: defaults.ContextBytes,
+			ResultBytes:  defaults.ResultBytes,
 		},
 		Webhooks: Webhooks{
 			// Webhooks are part of the v1 contract (spec §10), so they work out of
@@ -81,10 +84,10 @@ func Defaults() Config {
 			SessionTTL: 8 * time.Hour,
 		},
 		Wait: Wait{
-			Max:        25 * time.Second,
+			Max:        defaults.WaitMax,
 			MaxWaiters: 10000,
-			Heartbeat:  15 * time.Second,
-			StreamMax:  10 * time.Minute,
+			Heartbeat:  defaults.WaitHeartbeat,
+			StreamMax:  defaults.StreamMax,
 		},
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/asyncstatus/asyncstatus/internal/defaults"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
 
@@ -25,7 +26,9 @@ type Options struct {
 	Prefix string
 	// OpTimeout bounds every Redis call. default: 1s.
 	OpTimeout time.Duration
-	// QueuedTimeout and ProcessingTimeout are the lifecycle timers, with per-type overrides.
+	// QueuedTimeout and ProcessingTimeout are the lifecycle timers, with per-type
+	// overrides: an entry is that type's timer, already resolved (serve resolves
+	// the configuration's by_type, config.Lifecycle.TimeoutsFor).
 	QueuedTimeout, ProcessingTimeout             time.Duration
 	QueuedTimeoutByType, ProcessingTimeoutByType map[string]time.Duration
 	// Retention of terminal records (0 = forever), with per-type overrides.
@@ -109,39 +112,32 @@ type Store struct {
 // start is the same as one that goes down later.
 func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 	if o.Prefix == "" {
-		o.Prefix = "as"
+		o.Prefix = defaults.KeyPrefix
 	}
 	if o.OpTimeout <= 0 {
-		o.OpTimeout = time.Second
+		o.OpTimeout = defaults.OpTimeout
 	}
 	if o.QueuedTimeout <= 0 {
-		o.QueuedTimeout = 24 * time.Hour
+		o.QueuedTimeout = defaults.QueuedTimeout
 	}
 	if o.ProcessingTimeout <= 0 {
-		o.ProcessingTimeout = 15 * time.Minute
+		o.ProcessingTimeout = defaults.ProcessingTimeout
 	}
 	if o.IdempotencyTTL <= 0 {
-		o.IdempotencyTTL = 24 * time.Hour
+		o.IdempotencyTTL = defaults.IdempotencyTTL
 	}
 	if len(o.Schedule) == 0 {
-		o.Schedule = []int{1, 2, 5, 10, 30}
+		o.Schedule = defaults.PollScheduleSeconds()
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	if o.RetentionBucket < time.Millisecond {
-		o.RetentionBucket = 10 * time.Second
+		o.RetentionBucket = defaults.SweepInterval
 	}
 	if o.WaitReplicas > 0 && o.WaitTimeout <= 0 {
-		o.WaitTimeout = 500 * time.Millisecond
+		o.WaitTimeout = defaults.WaitTimeout
 	}
-	queued := make(map[string]time.Duration, len(o.QueuedTimeoutByType))
-	for t, d := range o.QueuedTimeoutByType {
-		if d > 0 { // an override of 0 means the default, as it always did
-			queued[t] = d
-		}
-	}
-	o.QueuedTimeoutByType = queued
 	s := &Store{rdb: rdb, k: keys{prefix: o.Prefix}, opts: o, knownTenant: map[string]bool{},
 		seenTypes: map[string][]string{}}
 	millis := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
@@ -528,7 +524,7 @@ func (s *Store) TimeOutProcessing(ctx context.Context, tenant, id string) (done 
 
 // queuedTimeout is the queued timeout of requests of type typ.
 func (s *Store) queuedTimeout(typ string) time.Duration {
-	if d, ok := s.opts.QueuedTimeoutByType[typ]; ok { // New kept only overrides > 0
+	if d, ok := s.opts.QueuedTimeoutByType[typ]; ok { // as per_type() in lib.lua
 		return d
 	}
 	return s.opts.QueuedTimeout
