@@ -206,8 +206,6 @@ func openObservedBackend(cfg config.Config, obs store.ScriptObserver) (*backend,
 	return &backend{store: st, rdb: rdb, embedded: emb}, nil
 }
 
-// pollSecret is the poll-token HMAC key: configured, or random for the embedded
-// store (whose data dies with the process anyway).
 // serveSecrets derives what serve needs from the configured secrets, and
 // refuses a configuration that lacks them; config check applies the same rules.
 func serveSecrets(cfg config.Config) ([]byte, *webhook.Sealer, error) {
@@ -222,6 +220,8 @@ func serveSecrets(cfg config.Config) ([]byte, *webhook.Sealer, error) {
 	return secret, sealer, nil
 }
 
+// pollSecret is the poll-token HMAC key: configured, or random for the embedded
+// store (whose data dies with the process anyway).
 func pollSecret(cfg config.Config) ([]byte, error) {
 	if cfg.Auth.PollTokenSecret != "" {
 		return []byte(cfg.Auth.PollTokenSecret), nil

@@ -93,7 +93,7 @@ func (s *Server) requestsPage(w http.ResponseWriter, r *http.Request, v *view) {
 
 // tableRows renders the rows of the requests table in Go, every value
 // escaped: html/template calls an escaper through reflection for every action,
-// which was most of a page's CPU at 50 rows (BenchmarkRequestsPage).
+// which dominates a page of many rows (BenchmarkRequestsPage).
 func tableRows(tenant string, items []*domain.Request) template.HTML {
 	var b strings.Builder
 	b.Grow(len(items) * 600)

@@ -125,7 +125,6 @@ func saneToken(v string, max int) bool {
 	return true
 }
 
-// principal is the authenticated caller; zero before authentication.
 // rateCredential names whom a rate limit counts: the API key id, or "pt:" and
 // the request a poll token is for. The middleware's limiter and the poll
 // script (PollRateInStore) count on the same names, so the same counters.
@@ -136,6 +135,7 @@ func rateCredential(p domain.Principal) string {
 	return "pt:" + p.PollTokenFor
 }
 
+// principal is the authenticated caller; zero before authentication.
 func principal(c *fiber.Ctx) domain.Principal {
 	if st, ok := c.Locals(localState).(*reqState); ok {
 		return st.principal
