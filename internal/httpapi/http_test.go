@@ -55,26 +55,19 @@ func newEnv(t testing.TB, mod func(*httpapi.Options)) *env {
 	if mod != nil {
 		mod(&o)
 	}
-	e := &env{t: t, srv: httpapi.New(st, a, nil, o, nil), st: st, m: m, rdb: rdb, clock: c, keys: map[string]string{}}
-	for _, k := range []struct {
-		name, tenant string
-		scopes       domain.Scopes
-	}{
-		{"acme-rw", "acme", domain.ScopeRead | domain.ScopeWrite},
-		{"acme-r", "acme", domain.ScopeRead},
-		{"acme-w", "acme", domain.ScopeWrite},
-		{"acme-admin", "acme", domain.ScopeRead | domain.ScopeWrite | domain.ScopeAdmin},
-		{"globex-rw", "globex", domain.ScopeRead | domain.ScopeWrite | domain.ScopeAdmin},
-	} {
-		plain, key, err := auth.NewKey(k.tenant, k.scopes, k.name, c.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.SaveKey(context.Background(), key); err != nil {
-			t.Fatal(err)
-		}
-		e.keys[k.name] = plain
-		e.plain = append(e.plain, plain)
+	e := &env{t: t, srv: httpapi.New(st, a, nil, o, nil), st: st, m: m, rdb: rdb, clock: c}
+	keys := []testenv.TestKey{
+		{Name: "acme-rw", Tenant: "acme", Scopes: domain.ScopeRead | domain.ScopeWrite},
+		{Name: "acme-r", Tenant: "acme", Scopes: domain.ScopeRead},
+		{Name: "acme-w", Tenant: "acme", Scopes: domain.ScopeWrite},
+		{Name: "acme-admin", Tenant: "acme", Scopes: domain.ScopeRead | domain.ScopeWrite | domain.ScopeAdmin},
+		{Name: "globex-rw", Tenant: "globex", Scopes: domain.ScopeRead | domain.ScopeWrite | domain.ScopeAdmin},
+	}
+	if e.keys, err = testenv.SaveKeys(context.Background(), st, c.Now(), keys...); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		e.plain = append(e.plain, e.keys[k.Name])
 	}
 	return e
 }
