@@ -171,6 +171,31 @@ func (e *env) mustCreate(key string) (string, string) {
 	return m["id"].(string), m["poll_token"].(string)
 }
 
+// unseeable are requests of every kind that an id may name: one of acme, one
+// of globex, one deleted and one past its retention (cancelled, then the clock
+// moved past the hour of retention), each with its poll token. Only mine is
+// acme's to see; the answers for the other three must not tell them apart.
+type unseeable struct {
+	mine, mineTok, foreign, foreignTok, deleted, deletedTok, expired, expiredTok string
+}
+
+func (e *env) unseeable() unseeable {
+	e.t.Helper()
+	var u unseeable
+	u.mine, u.mineTok = e.mustCreate("acme-rw")
+	u.foreign, u.foreignTok = e.mustCreate("globex-rw")
+	u.deleted, u.deletedTok = e.mustCreate("acme-rw")
+	if r := e.call("DELETE", "/v1/requests/"+u.deleted, "", e.as("acme-admin")...); r.code != 204 {
+		e.t.Fatal(r.code)
+	}
+	u.expired, u.expiredTok = e.mustCreate("acme-rw")
+	if r := e.call("POST", "/v1/requests/"+u.expired+"/cancel", "", e.as("acme-rw")...); r.code != 200 {
+		e.t.Fatal(r.code)
+	}
+	e.clock.Add(time.Hour + time.Second) // past retention
+	return u
+}
+
 func wantProblem(t testing.TB, r resp, status int, code string) map[string]any {
 	t.Helper()
 	if r.code != status {
@@ -483,17 +508,8 @@ func TestRevokedKeyStopsWithinCacheTTL(t *testing.T) {
 // apart from instance and request_id.
 func TestNotFoundIsUniform(t *testing.T) {
 	e := newEnv(t, nil)
-	mine, tok := e.mustCreate("acme-rw")
-	foreign, _ := e.mustCreate("globex-rw")
-	deleted, _ := e.mustCreate("acme-rw")
-	if r := e.call("DELETE", "/v1/requests/"+deleted, "", e.as("acme-admin")...); r.code != 204 {
-		t.Fatal(r.code)
-	}
-	expired, _ := e.mustCreate("acme-rw")
-	if r := e.call("POST", "/v1/requests/"+expired+"/cancel", "", e.as("acme-rw")...); r.code != 200 {
-		t.Fatal(r.code)
-	}
-	e.clock.Add(time.Hour + time.Second) // past retention
+	u := e.unseeable()
+	mine, tok, foreign, deleted, expired := u.mine, u.mineTok, u.foreign, u.deleted, u.expired
 	var bodies []string
 	add := func(r resp) {
 		t.Helper()

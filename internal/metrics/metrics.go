@@ -148,28 +148,22 @@ func New(reg *prometheus.Registry) (*Metrics, error) {
 		Namespace: namespace, Subsystem: "http", Name: "throttled_total",
 		Help: "429 answers by reason: polled_too_early (pacing) or rate_limited (ratelimit.*).",
 	}, []string{"reason"})
-	m.unavailable = prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: namespace, Subsystem: "http", Name: "backend_unavailable_total",
-		Help: "503 BACKEND_UNAVAILABLE answers: Redis unreachable, slow or refusing writes.",
-	})
+	m.unavailable = newCounter("http", "backend_unavailable_total",
+		"503 BACKEND_UNAVAILABLE answers: Redis unreachable, slow or refusing writes.")
 	m.scripts = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: namespace, Subsystem: "redis", Name: "script_duration_seconds",
 		Help:    "Latency of each Lua script call (EVALSHA, with its EVAL fallback) by script and result (ok or error).",
 		Buckets: scriptBuckets,
 	}, []string{"script", "result"})
-	m.embedded = prometheus.NewGauge(prometheus.GaugeOpts{
-		Namespace: namespace, Name: "embedded_store",
-		Help: "1 when serving from the embedded in-process store: data lives only as long as the process.",
-	})
+	m.embedded = newGauge("", "embedded_store",
+		"1 when serving from the embedded in-process store: data lives only as long as the process.")
 	m.buildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "build_info",
 		Help: "Always 1; the labels name the running build.",
 	}, []string{"version", "revision", "modified", "goversion"})
-	for _, c := range []prometheus.Collector{m.requests, m.duration, &transitionCollector{m}, m.throttled,
-		m.unavailable, m.scripts, m.embedded, m.buildInfo, &sweeperCollector{m}, &webhookCollector{m}} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("metrics: register: %w", err)
-		}
+	if err := register(reg, m.requests, m.duration, &transitionCollector{m}, m.throttled,
+		m.unavailable, m.scripts, m.embedded, m.buildInfo, &sweeperCollector{m}, &webhookCollector{m}); err != nil {
+		return nil, err
 	}
 	if err := m.registerWait(reg); err != nil {
 		return nil, err
