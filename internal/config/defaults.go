@@ -60,12 +60,9 @@ func Defaults() Config {
 		Webhooks: Webhooks{
 			// Webhooks are part of the v1 contract (spec §10), so they work out of
 			// the box; the switch exists for operators who want to turn them off.
-			Enabled: true,
-			Timeout: 5 * time.Second,
-			RetrySchedule: []time.Duration{
-				5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute,
-				30 * time.Minute, time.Hour, 2 * time.Hour, 4 * time.Hour, 8 * time.Hour,
-			},
+			Enabled:       true,
+			Timeout:       defaults.WebhookTimeout,
+			RetrySchedule: defaults.WebhookRetrySchedule(),
 		},
 		Audit: Audit{
 			// log: nothing is lost unless an operator turns it off.
@@ -73,7 +70,7 @@ func Defaults() Config {
 			FileMaxBytes: 100 << 20,
 			FileKeep:     10,
 			MaxBacklog:   100000,
-			ClaimAfter:   30 * time.Second,
+			ClaimAfter:   defaults.AuditClaimAfter,
 		},
 		Log: Log{
 			Format: "json",
@@ -81,7 +78,7 @@ func Defaults() Config {
 		},
 		Console: Console{
 			Addr:       "127.0.0.1:8081",
-			SessionTTL: 8 * time.Hour,
+			SessionTTL: defaults.ConsoleSessionTTL,
 		},
 		Wait: Wait{
 			Max:        defaults.WaitMax,

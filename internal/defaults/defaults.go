@@ -40,6 +40,22 @@ const (
 	StreamMax     = 10 * time.Minute
 )
 
+// Webhooks (config webhooks.*; webhook.DispatcherOptions).
+const WebhookTimeout = 5 * time.Second
+
+// WebhookRetrySchedule is webhooks.retry_schedule (spec §10): the waits before
+// each retry; a fresh slice on every call.
+func WebhookRetrySchedule() []time.Duration {
+	return []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute,
+		30 * time.Minute, time.Hour, 2 * time.Hour, 4 * time.Hour, 8 * time.Hour}
+}
+
+// Audit (config audit.claim_after; audit.DrainerOptions).
+const AuditClaimAfter = 30 * time.Second
+
+// Console (config console.session_ttl; console.Options).
+const ConsoleSessionTTL = 8 * time.Hour
+
 // PollScheduleSeconds is the default polling.schedule in whole seconds, as the
 // store and the HTTP server take it; a fresh slice on every call.
 func PollScheduleSeconds() []int { return []int{1, 2, 5, 10, 30} }
