@@ -525,7 +525,7 @@ func TestNoSecretLeaks(t *testing.T) {
 		seen += c.seen.String()
 		cookieHeaders += c.setCookies.String()
 	}
-	rdb := s.st.Client()
+	rdb := s.rdb
 	keys, err := rdb.Keys(ctx, "*").Result()
 	if err != nil {
 		t.Fatal(err)

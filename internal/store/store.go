@@ -166,11 +166,10 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 		// client and closed with it. No coalescing wait: a lone call flushes at
 		// once, concurrent ones batch. Small batches (8), up to 8 in flight,
 		// unordered: while Redis runs one batch the next ones are written and
-		// answered, so this process and Redis work at the same time. One ordered
-		// stream of deep batches left them idle in turn (poll-only runs: 0.73-0.88x
-		// the baseline, against 0.82-0.96x; docs/performance.md, item 12). No caller
-		// needs an order across calls: each waits for its own reply before its
-		// next call.
+		// answered, so this process and Redis work at the same time, where one
+		// ordered stream of deep batches leaves them idle in turn
+		// (docs/performance.md, item 12). No caller needs an order across calls:
+		// each waits for its own reply before its next call.
 		apo := redis.DefaultAutoPipelineOptions()
 		apo.Unordered, apo.MaxConcurrentBatches, apo.MaxBatchSize = true, 8, 8
 		ap, err := c.AsyncAutoPipelineWithOptions(apo)
@@ -223,12 +222,6 @@ func joinInts(v []int) string {
 	}
 	return strings.Join(s, ",")
 }
-
-// Client is the underlying Redis client (for the rate limiter and health checks).
-func (s *Store) Client() redis.UniversalClient { return s.rdb }
-
-// Prefix is the key prefix.
-func (s *Store) Prefix() string { return s.k.prefix }
 
 func (s *Store) now() time.Time { return s.opts.Now() }
 
@@ -503,15 +496,10 @@ func (s *Store) Cancel(ctx context.Context, p domain.TransitionParams, in domain
 // SystemActor is the "by" of transitions the service makes itself (timeouts).
 const SystemActor = "system"
 
-// ExpireQueued expires a request still queued past its queued timeout (counted
+// expireQueued expires a request still queued past its queued timeout (counted
 // from created_at, with the timeout configured now). done is false when there
-// was nothing to do (it moved on, is not due, or is gone).
-func (s *Store) ExpireQueued(ctx context.Context, tenant, id string) (done bool, err error) {
-	done, _, err = s.expireQueued(ctx, tenant, id)
-	return done, err
-}
-
-// expireQueued is ExpireQueued that also tells whether the request is gone.
+// was nothing to do (it moved on, is not due, or is gone); gone says whether
+// it is gone.
 func (s *Store) expireQueued(ctx context.Context, tenant, id string) (done, gone bool, err error) {
 	return s.timeout(ctx, tenant, id, domain.StatusExpired, domain.StatusQueued, domain.FailureJSON("REQUEST_EXPIRED", "the request stayed queued longer than its queued timeout"))
 }
