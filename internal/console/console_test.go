@@ -2,6 +2,8 @@ package console_test
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -243,6 +245,40 @@ func TestSessionEnds(t *testing.T) {
 		a = replay.get("/t/acme/requests")
 		wantStatus(t, a, http.StatusUnauthorized, "the old cookie after sign-out")
 		wantIn(t, a, "after sign-out", "Sign in")
+	})
+	// A replica that has served the session before answers the next page
+	// ahead of reading the session again (session.go, ahead): it must still
+	// refuse a session that ended elsewhere since, at once.
+	t.Run("SignOutOnAnotherReplica", func(t *testing.T) {
+		other := s.replica(t)
+		c := s.mustSignIn(t, admin)
+		kept := c.hc.Jar.Cookies(mustURL(s.url))
+		there := s.client(t)
+		there.base = other
+		there.hc.Jar.SetCookies(mustURL(other), kept)
+		for range 2 { // the second is answered ahead
+			wantStatus(t, there.get("/t/acme/requests"), 200, "the session on the other replica")
+		}
+		c.post("/signout", url.Values{"csrf": {c.csrf("/t/acme/requests")}})
+		a := there.get("/t/acme/requests")
+		wantStatus(t, a, http.StatusUnauthorized, "the old cookie on the other replica after sign-out")
+		wantIn(t, a, "after sign-out elsewhere", "Sign in")
+		if strings.Contains(a.body, "Requests of acme") {
+			t.Fatalf("the refused answer shows the page:\n%s", a.body)
+		}
+	})
+	t.Run("EndedInRedis", func(t *testing.T) {
+		c := s.mustSignIn(t, admin)
+		wantStatus(t, c.get("/t/acme/requests"), 200, "before")
+		for _, ck := range c.hc.Jar.Cookies(mustURL(s.url)) {
+			if ck.Name == "as_console" {
+				d := sha256.Sum256([]byte(ck.Value))
+				if err := s.st.DeleteConsoleSession(ctx, hex.EncodeToString(d[:])); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		wantStatus(t, c.get("/t/acme/requests"), http.StatusUnauthorized, "a session deleted in Redis")
 	})
 	t.Run("Expired", func(t *testing.T) {
 		c := s.mustSignIn(t, admin)

@@ -109,6 +109,20 @@ func newStack(tb testing.TB, b testenv.Backend, o stackOptions) *stack {
 	return s
 }
 
+// replica is a second console over the same store and authenticator (another
+// serve replica): the base URL of its listener.
+func (s *stack) replica(tb testing.TB) string {
+	tb.Helper()
+	c, err := console.New(s.st, s.auth, console.Options{SessionTTL: time.Hour, Now: s.clock,
+		Log: slog.New(slog.NewJSONHandler(s.logs, nil))})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := httptest.NewServer(c.Handler())
+	tb.Cleanup(srv.Close)
+	return srv.URL
+}
+
 func orDefault(d, def time.Duration) time.Duration {
 	if d > 0 {
 		return d

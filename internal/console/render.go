@@ -109,11 +109,22 @@ func timeTag(t any) template.HTML {
 	if tt.IsZero() {
 		return ""
 	}
-	u := tt.UTC()
-	iso := u.Format(domain.TimeLayout)
-	shown := u.Format("2006-01-02 15:04:05 UTC")
-	return template.HTML(fmt.Sprintf(`<time datetime="%s" title="%s">%s</time>`,
-		template.HTMLEscapeString(iso), template.HTMLEscapeString(iso), template.HTMLEscapeString(shown)))
+	return template.HTML(appendTimeTag(nil, tt))
+}
+
+// appendTimeTag appends timeTag's markup for t (not zero). Both layouts
+// write only digits, letters, spaces and "-:.", so nothing needs escaping.
+func appendTimeTag(b []byte, t time.Time) []byte {
+	u := t.UTC()
+	b = append(b, `<time datetime="`...)
+	iso := len(b)
+	b = u.AppendFormat(b, domain.TimeLayout)
+	isoEnd := len(b)
+	b = append(b, `" title="`...)
+	b = append(b, b[iso:isoEnd]...)
+	b = append(b, `">`...)
+	b = u.AppendFormat(b, "2006-01-02 15:04:05 UTC")
+	return append(b, "</time>"...)
 }
 
 // statusTag shows a status as its word of §3 on a colour: never colour alone.
@@ -133,7 +144,7 @@ func statusTag(v any) template.HTML {
 	if !s.Valid() {
 		return template.HTML(template.HTMLEscapeString(string(s)))
 	}
-	return template.HTML(fmt.Sprintf(`<span class="st st-%s">%s</span>`, s, s))
+	return template.HTML(`<span class="st st-` + string(s) + `">` + string(s) + `</span>`)
 }
 
 // age is how long ago t was, rounded for reading ("3m 20s").

@@ -83,6 +83,7 @@ type Server struct {
 	pages map[string]*template.Template
 	mux   *http.ServeMux
 	figs  *sampler
+	seen  seenSessions
 }
 
 //go:embed templates/*.html

@@ -51,6 +51,8 @@ func loadContract(t *testing.T) *contract {
 	if !doc.IsOpenAPI31OrLater() {
 		t.Fatalf("openapi.json is OpenAPI %s, want 3.1", doc.OpenAPI)
 	}
+	// An event stream's body is text; its events are checked by the test.
+	openapi3filter.RegisterBodyDecoder("text/event-stream", openapi3filter.PlainBodyDecoder)
 	r, err := gorillamux.NewRouter(doc)
 	if err != nil {
 		t.Fatal(err)
@@ -69,6 +71,10 @@ func presentCredential(_ context.Context, in *openapi3filter.AuthenticationInput
 		}
 	case "pollToken":
 		if h.Get("X-Poll-Token") != "" {
+			return nil
+		}
+	case "pollTokenQuery":
+		if in.RequestValidationInput.Request.URL.Query().Get("poll_token") != "" {
 			return nil
 		}
 	}
@@ -146,7 +152,7 @@ func (k *contract) check(t *testing.T, e *env, x exchange) resp {
 // routes, so that the contract also covers answers that pass through the
 // observe middleware and every /v1/webhooks operation.
 func observed(t *testing.T) *env {
-	late := &lateEndpoints{}
+	late, lw := &lateEndpoints{}, &lateWaits{}
 	e := newEnv(t, func(o *httpapi.Options) {
 		m, err := metrics.New(prometheus.NewRegistry())
 		if err != nil {
@@ -155,9 +161,23 @@ func observed(t *testing.T) *env {
 		o.Metrics = m
 		o.AccessLog = slog.New(slog.NewJSONHandler(io.Discard, nil))
 		o.Webhooks = contractWebhooks(t, late)
+		o.Waits = lw
+		o.Wait = httpapi.WaitOptions{Max: 30 * time.Second, MaxWaiters: 100, Heartbeat: 100 * time.Millisecond,
+			StreamMax: time.Second, ReadTimeout: 2 * time.Second}
 	})
 	late.Endpoints = e.st
+	lw.Waits = contractHub(t, e.st)
 	return e
+}
+
+// lateWaits lets the server be built before the store its hub follows exists.
+type lateWaits struct{ httpapi.Waits }
+
+// contractHub is a hub on st, closed when the test ends.
+func contractHub(t *testing.T, st *store.Store) *store.Hub {
+	hub := st.NewHub(store.HubOptions{})
+	t.Cleanup(hub.Close)
+	return hub
 }
 
 // contractGuard allows http and private addresses (webhooks.allow_http and
@@ -326,6 +346,18 @@ func TestOpenAPIContract(t *testing.T) {
 	k.check(t, e, exchange{name: "poll malformed id", method: "GET", path: "/v1/requests/not-a-uuid", hdr: r, want: 404, code: "NOT_FOUND", invalid: true})
 	k.check(t, e, exchange{name: "poll oversized header", method: "GET", path: p, hdr: with(r, bigHeader...), want: 400, code: "VALIDATION_FAILED", network: true})
 
+	// long poll (spec §12): nothing changes, so each is held its second
+	for _, x := range []exchange{
+		{name: "long poll", method: "GET", path: p, hdr: with(r, "Prefer", "wait=1"), want: 200, network: true},
+		{name: "long poll not modified", method: "GET", path: p, hdr: with(r, "Prefer", "wait=1", "If-None-Match", `"1"`), want: 304, network: true},
+	} {
+		lp := k.check(t, e, x)
+		if lp.h.Get("Preference-Applied") != "wait=1" || lp.h.Get("Retry-After") != "0" {
+			t.Errorf("%s: Preference-Applied %q, Retry-After %q; want wait=1 and 0", x.name,
+				lp.h.Get("Preference-Applied"), lp.h.Get("Retry-After"))
+		}
+	}
+
 	// events
 	ev := p + "/events"
 	k.check(t, e, exchange{name: "events by key", method: "GET", path: ev, hdr: r, want: 200})
@@ -402,6 +434,25 @@ func TestOpenAPIContract(t *testing.T) {
 	k.check(t, e, exchange{name: "poll terminal", method: "GET", path: p, hdr: r, want: 200})
 	k.check(t, e, exchange{name: "events terminal", method: "GET", path: ev, hdr: r, want: 200})
 
+	// event stream (spec §12) of the terminal request: its one event, then the end
+	st := p + "/stream"
+	for _, x := range []exchange{
+		{name: "stream", method: "GET", path: st, hdr: r, want: 200, network: true},
+		{name: "stream by query token", method: "GET", path: st + "?poll_token=" + tok, want: 200, network: true},
+	} {
+		sr := k.check(t, e, x)
+		if body := string(sr.body); !strings.HasPrefix(body, "retry: 2000\n\n") || strings.Count(body, "event: request\n") != 1 ||
+			!strings.Contains(body, `"status":"cancelled"`) || sr.h.Get("Referrer-Policy") != "no-referrer" {
+			t.Errorf("%s: %v\n%s", x.name, sr.h, body)
+		}
+	}
+	k.check(t, e, exchange{name: "stream seen the end", method: "GET", path: st, hdr: with(r, "Last-Event-ID", pollVersion(t, e, p, r)), want: 204, network: true})
+	k.check(t, e, exchange{name: "stream no credential", method: "GET", path: st, want: 401, code: "UNAUTHENTICATED", invalid: true})
+	k.check(t, e, exchange{name: "stream write-only key", method: "GET", path: st, hdr: w, want: 403, code: "FORBIDDEN"})
+	k.check(t, e, exchange{name: "stream unknown", method: "GET", path: "/v1/requests/" + unknownID + "/stream", hdr: r, want: 404, code: "NOT_FOUND"})
+	k.check(t, e, exchange{name: "stream wrong query token", method: "GET", path: st + "?poll_token=" + tok + "x", want: 404, code: "NOT_FOUND"})
+	k.check(t, e, exchange{name: "stream oversized header", method: "GET", path: st, hdr: with(r, bigHeader...), want: 400, code: "VALIDATION_FAILED", network: true})
+
 	// list (GET /v1/requests), once it is served
 	if listed {
 		k.check(t, e, exchange{name: "list", method: "GET", path: "/v1/requests", hdr: r, want: 200})
@@ -444,6 +495,7 @@ func TestOpenAPIContract(t *testing.T) {
 	k.check(t, e, exchange{name: "poll frozen", method: "GET", path: lp, hdr: r, want: 403, code: "TENANT_FROZEN"})
 	k.check(t, e, exchange{name: "poll frozen by token", method: "GET", path: lp, hdr: []string{"X-Poll-Token", liveTok}, want: 403, code: "TENANT_FROZEN"})
 	k.check(t, e, exchange{name: "events frozen", method: "GET", path: lp + "/events", hdr: r, want: 403, code: "TENANT_FROZEN"})
+	k.check(t, e, exchange{name: "stream frozen", method: "GET", path: lp + "/stream", hdr: r, want: 403, code: "TENANT_FROZEN"})
 	if listed {
 		k.check(t, e, exchange{name: "list frozen", method: "GET", path: "/v1/requests", hdr: r, want: 403, code: "TENANT_FROZEN"})
 	}
@@ -459,7 +511,7 @@ func TestOpenAPIContract(t *testing.T) {
 	// rate limited: every authenticated route
 	rl := &env{t: t, st: e.st, m: e.m, rdb: e.rdb, clock: e.clock, keys: e.keys,
 		srv: httpapi.New(e.st, auth.New(e.st, []byte("0123456789abcdef0123456789abcdef"), time.Second, e.clock.Now), &fakeLimiter{left: 0},
-			httpapi.Options{BodyLimitBytes: 64 << 10, Webhooks: contractWebhooks(t, e.st)}, nil)}
+			httpapi.Options{BodyLimitBytes: 64 << 10, Webhooks: contractWebhooks(t, e.st), Waits: contractHub(t, e.st)}, nil)}
 	for _, x := range authedExchanges(live, liveTok, listed, rw, admin) {
 		x.name += " rate limited"
 		x.want, x.code = 429, "RATE_LIMITED"
@@ -496,7 +548,20 @@ func downEnv(t *testing.T, e *env) *env {
 	}
 	return &env{t: e.t, st: st, m: e.m, rdb: rdb, clock: e.clock, keys: e.keys,
 		srv: httpapi.New(st, auth.New(st, []byte("0123456789abcdef0123456789abcdef"), time.Second, e.clock.Now), nil,
-			httpapi.Options{BodyLimitBytes: 64 << 10, Webhooks: contractWebhooks(t, st)}, nil)}
+			httpapi.Options{BodyLimitBytes: 64 << 10, Webhooks: contractWebhooks(t, st), Waits: contractHub(t, st)}, nil)}
+}
+
+// pollVersion is the version of the request at path p, read with an
+// unpaced events-free poll (the ETag).
+func pollVersion(t *testing.T, e *env, p string, cred []string) string {
+	t.Helper()
+	e.clock.Add(time.Minute)
+	r := e.call("GET", p, "", cred...)
+	v := strings.Trim(r.h.Get("ETag"), `"`)
+	if r.code != 200 || v == "" {
+		t.Fatalf("poll %s: %d, ETag %q", p, r.code, r.h.Get("ETag"))
+	}
+	return v
 }
 
 // authedExchanges is one valid call of every authenticated operation.
@@ -507,6 +572,7 @@ func authedExchanges(id, tok string, listed bool, rw, admin []string) []exchange
 		{name: "poll", method: "GET", path: p, hdr: rw},
 		{name: "poll by token", method: "GET", path: p, hdr: []string{"X-Poll-Token", tok}},
 		{name: "events", method: "GET", path: p + "/events", hdr: rw},
+		{name: "stream", method: "GET", path: p + "/stream", hdr: rw},
 		{name: "processing", method: "POST", path: p + "/processing", hdr: rw},
 		{name: "complete", method: "POST", path: p + "/complete", body: `{"result_type":"answer","result":{}}`, hdr: rw},
 		{name: "fail", method: "POST", path: p + "/fail", body: `{"code":"ERR_X"}`, hdr: rw},

@@ -128,6 +128,7 @@ type Server struct {
 	stopping chan struct{}
 	stopOnce sync.Once
 	clock    waitClock // ends held long polls (waitclock.go)
+	beats    beats     // keep-alives and ends of streams (waitclock.go)
 	cors     corsPolicy
 }
 
@@ -156,6 +157,7 @@ func New(reqs Requests, auth Authenticator, limit RateLimiter, opts Options, log
 	s := &Server{reqs: reqs, auth: auth, limit: limit, opts: opts, log: log, ids: newIDSource(),
 		stopping: make(chan struct{}), cors: newCORSPolicy(opts.CORSOrigins)}
 	s.clock.heartbeat = opts.Wait.Heartbeat
+	s.beats.every = opts.Wait.Heartbeat
 	s.states.New = func() any { return &reqState{} }
 	s.bufs.New = func() any { b := make([]byte, 0, 2048); return &b }
 	s.app = fiber.New(fiber.Config{

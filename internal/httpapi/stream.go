@@ -104,10 +104,11 @@ func (s *Server) runStream(sw *sseWriter, wa domain.Watch, r *domain.Request) {
 	if !sw.event(r) || r.Done || wa == nil {
 		return
 	}
-	beat := time.NewTicker(s.opts.Wait.Heartbeat)
-	defer beat.Stop()
-	end := time.NewTimer(s.opts.Wait.StreamMax)
-	defer end.Stop()
+	// Both ends of a stream's time come from the shared beat: it ends at the
+	// first beat after wait.stream_max.
+	end := time.Now().Add(s.opts.Wait.StreamMax)
+	beat := s.beats.join()
+	defer s.beats.leave()
 	for {
 		select {
 		case snap := <-wa.Changes():
@@ -117,13 +118,15 @@ func (s *Server) runStream(sw *sseWriter, wa domain.Watch, r *domain.Request) {
 			if !sw.event(snap.Request) || snap.Request.Done {
 				return
 			}
-		case <-beat.C:
+		case <-beat:
+			beat = s.beats.next()
+			if !time.Now().Before(end) {
+				return
+			}
 			// the write is what tells that the client left
 			if !sw.raw(": keep-alive\n\n") {
 				return
 			}
-		case <-end.C:
-			return
 		case <-s.stopping:
 			return
 		}

@@ -109,3 +109,54 @@ func (wc *waitClock) run() {
 		}
 	}
 }
+
+// beats is the keep-alive clock of every open stream: one channel, closed and
+// replaced every heartbeat, instead of a ticker per stream (the timer heap
+// cost that waitClock avoids for long polls). It runs while streams are open.
+type beats struct {
+	every time.Duration
+	mu    sync.Mutex
+	ch    chan struct{}
+	users int
+}
+
+// join registers a stream and returns the channel of the next beat.
+func (b *beats) join() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.users++
+	if b.ch == nil {
+		b.ch = make(chan struct{})
+		go b.run()
+	}
+	return b.ch
+}
+
+// next is the channel of the beat after the one just received.
+func (b *beats) next() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ch
+}
+
+func (b *beats) leave() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.users--
+}
+
+func (b *beats) run() {
+	t := time.NewTicker(b.every)
+	defer t.Stop()
+	for range t.C {
+		b.mu.Lock()
+		close(b.ch)
+		if b.users == 0 {
+			b.ch = nil
+			b.mu.Unlock()
+			return
+		}
+		b.ch = make(chan struct{})
+		b.mu.Unlock()
+	}
+}
