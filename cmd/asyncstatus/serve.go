@@ -114,7 +114,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, un
 		defer hub.Close()
 		opts.Waits = hub
 	}
-	// The audit drainer (issue #21) runs in every replica and is stopped, after
+	// The audit drainer runs in every replica and is stopped, after
 	// a last pass, once the requests in flight are done.
 	auditStatus, stopAudit, err := startAudit(ctx, cfg, b.store, logw.Direct(), log, m)
 	if err != nil {
