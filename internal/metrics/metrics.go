@@ -161,9 +161,11 @@ func New(reg *prometheus.Registry) (*Metrics, error) {
 		Namespace: namespace, Name: "build_info",
 		Help: "Always 1; the labels name the running build.",
 	}, []string{"version", "revision", "modified", "goversion"})
-	if err := register(reg, m.requests, m.duration, &transitionCollector{m}, m.throttled,
-		m.unavailable, m.scripts, m.embedded, m.buildInfo, &sweeperCollector{m}, &webhookCollector{m}); err != nil {
-		return nil, err
+	for _, c := range []prometheus.Collector{m.requests, m.duration, &transitionCollector{m}, m.throttled,
+		m.unavailable, m.scripts, m.embedded, m.buildInfo, &sweeperCollector{m}, &webhookCollector{m}} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("metrics: register: %w", err)
+		}
 	}
 	if err := m.registerWait(reg); err != nil {
 		return nil, err

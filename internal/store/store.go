@@ -26,9 +26,7 @@ type Options struct {
 	Prefix string
 	// OpTimeout bounds every Redis call. default: 1s.
 	OpTimeout time.Duration
-	// QueuedTimeout and ProcessingTimeout are the lifecycle timers, with per-type
-	// overrides: an entry is that type's timer, already resolved (serve resolves
-	// the configuration's by_type, config.Lifecycle.TimeoutsFor).
+	// QueuedTimeout and ProcessingTimeout are the lifecycle timers, with per-type overrides.
 	QueuedTimeout, ProcessingTimeout             time.Duration
 	QueuedTimeoutByType, ProcessingTimeoutByType map[string]time.Duration
 	// Retention of terminal records (0 = forever), with per-type overrides.
@@ -138,6 +136,13 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 	if o.WaitReplicas > 0 && o.WaitTimeout <= 0 {
 		o.WaitTimeout = defaults.WaitTimeout
 	}
+	queued := make(map[string]time.Duration, len(o.QueuedTimeoutByType))
+	for t, d := range o.QueuedTimeoutByType {
+		if d > 0 { // an override of 0 means the default, as it always did
+			queued[t] = d
+		}
+	}
+	o.QueuedTimeoutByType = queued
 	s := &Store{rdb: rdb, k: keys{prefix: o.Prefix}, opts: o, knownTenant: map[string]bool{},
 		seenTypes: map[string][]string{}}
 	millis := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
@@ -496,32 +501,35 @@ func (s *Store) Cancel(ctx context.Context, p domain.TransitionParams, in domain
 // SystemActor is the "by" of transitions the service makes itself (timeouts).
 const SystemActor = "system"
 
-// expireQueued expires a request still queued past its queued timeout (counted
+// ExpireQueued expires a request still queued past its queued timeout (counted
 // from created_at, with the timeout configured now). done is false when there
-// was nothing to do (it moved on, is not due, or is gone); gone says whether
-// it is gone.
+// was nothing to do (it moved on, is not due, or is gone).
+func (s *Store) ExpireQueued(ctx context.Context, tenant, id string) (done bool, err error) {
+	done, _, err = s.expireQueued(ctx, tenant, id)
+	return done, err
+}
+
+// expireQueued is ExpireQueued that also tells whether the request is gone.
 func (s *Store) expireQueued(ctx context.Context, tenant, id string) (done, gone bool, err error) {
-	return s.timeout(ctx, tenant, id, domain.StatusExpired, domain.StatusQueued, domain.FailureJSON("REQUEST_EXPIRED", "the request stayed queued longer than its queued timeout"))
+	return s.timeout(ctx, tenant, id, domain.StatusExpired, "q", domain.FailureJSON("REQUEST_EXPIRED", "the request stayed queued longer than its queued timeout"))
 }
 
 // TimeOutProcessing fails a processing request whose heartbeat stopped.
 func (s *Store) TimeOutProcessing(ctx context.Context, tenant, id string) (done bool, err error) {
-	done, _, err = s.timeout(ctx, tenant, id, domain.StatusFailed, domain.StatusProcessing, domain.FailureJSON("ERR_JOB_EXECUTION_TIMED_OUT", "no heartbeat within the processing timeout"))
+	done, _, err = s.timeout(ctx, tenant, id, domain.StatusFailed, "p", domain.FailureJSON("ERR_JOB_EXECUTION_TIMED_OUT", "no heartbeat within the processing timeout"))
 	return done, err
 }
 
 // queuedTimeout is the queued timeout of requests of type typ.
 func (s *Store) queuedTimeout(typ string) time.Duration {
-	if d, ok := s.opts.QueuedTimeoutByType[typ]; ok { // as per_type() in lib.lua
+	if d, ok := s.opts.QueuedTimeoutByType[typ]; ok { // New kept only overrides > 0
 		return d
 	}
 	return s.opts.QueuedTimeout
 }
 
-// timeout is the sweeper's transition to `to`: it applies only while the request
-// is still in status guard and that status's timeout has passed (transition.lua).
-func (s *Store) timeout(ctx context.Context, tenant, id string, to, guard domain.Status, failure json.RawMessage) (done, gone bool, err error) {
-	_, err = s.transition(ctx, domain.TransitionParams{Tenant: tenant, ID: id, By: SystemActor}, "timeout", to, string(failure), "", statusCode[guard])
+func (s *Store) timeout(ctx context.Context, tenant, id string, to domain.Status, guard string, failure json.RawMessage) (done, gone bool, err error) {
+	_, err = s.transition(ctx, domain.TransitionParams{Tenant: tenant, ID: id, By: SystemActor}, "timeout", to, string(failure), "", guard)
 	switch {
 	case err == nil:
 		return true, false, nil
