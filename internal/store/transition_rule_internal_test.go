@@ -49,7 +49,8 @@ func TestTransitionRule(t *testing.T) {
 			return s.Cancel(ctx, p, domain.CancelInput{Reason: "r"})
 		})},
 		{"queued timeout", domain.StatusExpired, func(s *Store, p domain.TransitionParams) (bool, error) {
-			return s.ExpireQueued(ctx, p.Tenant, p.ID)
+			done, _, err := s.expireQueued(ctx, p.Tenant, p.ID)
+			return done, err
 		}},
 		{"processing timeout", domain.StatusFailed, func(s *Store, p domain.TransitionParams) (bool, error) {
 			return s.TimeOutProcessing(ctx, p.Tenant, p.ID)
