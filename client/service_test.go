@@ -138,25 +138,15 @@ func newService(rdb redis.UniversalClient, o serviceOptions) (*service, func(), 
 		Limits:   domain.Limits{ContextBytes: 4096, ResultBytes: 16384},
 		Webhooks: hooks, ReadTimeout: 10 * time.Second, WriteTimeout: time.Minute, IdleTimeout: time.Minute,
 		Waits: hub, Wait: httpapi.WaitOptions{Max: 25 * time.Second, MaxWaiters: 10000, ReadTimeout: 5 * time.Second}}, log)
-	svc := &service{Store: st, Keys: map[string]string{}}
-	for _, k := range []struct {
-		name, tenant string
-		scopes       domain.Scopes
-	}{
-		{"rw", "acme", domain.ScopeRead | domain.ScopeWrite},
-		{"r", "acme", domain.ScopeRead},
-		{"w", "acme", domain.ScopeWrite},
-		{"admin", "acme", domain.ScopeRead | domain.ScopeWrite | domain.ScopeAdmin},
-		{"other", "globex", domain.ScopeRead | domain.ScopeWrite | domain.ScopeAdmin},
-	} {
-		plain, key, err := auth.NewKey(k.tenant, k.scopes, k.name, time.Now())
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := st.SaveKey(context.Background(), key); err != nil {
-			return nil, nil, err
-		}
-		svc.Keys[k.name] = plain
+	svc := &service{Store: st}
+	if svc.Keys, err = testenv.SaveKeys(context.Background(), st, time.Now(),
+		testenv.TestKey{Name: "rw", Tenant: "acme", Scopes: domain.ScopeRead | domain.ScopeWrite},
+		testenv.TestKey{Name: "r", Tenant: "acme", Scopes: domain.ScopeRead},
+		testenv.TestKey{Name: "w", Tenant: "acme", Scopes: domain.ScopeWrite},
+		testenv.TestKey{Name: "admin", Tenant: "acme", Scopes: domain.ScopeRead | domain.ScopeWrite | domain.ScopeAdmin},
+		testenv.TestKey{Name: "other", Tenant: "globex", Scopes: domain.ScopeRead | domain.ScopeWrite | domain.ScopeAdmin},
+	); err != nil {
+		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	sweeper := st.NewSweeper(store.SweeperOptions{Interval: o.sweep, Log: log})

@@ -13,30 +13,19 @@ import (
 	"time"
 
 	"github.com/asyncstatus/asyncstatus/client"
+	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 
 // worker drives request id through processing, heartbeats with progress and
 // success, pausing between steps, in the background.
 func worker(t *testing.T, c *client.Client, id string, pause time.Duration) <-chan error {
 	t.Helper()
-	done := make(chan error, 1)
-	go func() {
-		ctx := context.Background()
-		steps := []func() error{
-			func() error { _, err := c.MarkProcessing(ctx, id, client.NewProgress(10, "start")); return err },
-			func() error { _, err := c.Heartbeat(ctx, id, client.NewProgress(60, "half")); return err },
-			func() error { _, err := c.Complete(ctx, id, &client.Confirmation{Confirmed: true}); return err },
-		}
-		for _, s := range steps {
-			time.Sleep(pause)
-			if err := s(); err != nil {
-				done <- err
-				return
-			}
-		}
-		done <- nil
-	}()
-	return done
+	ctx := context.Background()
+	return testenv.Paced(pause,
+		func() error { _, err := c.MarkProcessing(ctx, id, client.NewProgress(10, "start")); return err },
+		func() error { _, err := c.Heartbeat(ctx, id, client.NewProgress(60, "half")); return err },
+		func() error { _, err := c.Complete(ctx, id, &client.Confirmation{Confirmed: true}); return err },
+	)
 }
 
 // follow waits for id through c and checks the states it reported.

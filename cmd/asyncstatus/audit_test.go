@@ -3,14 +3,13 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,36 +31,17 @@ func TestAuditSurvivesKill(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	dir := filepath.Join(t.TempDir(), "audit")
 	path := filepath.Join(dir, "audit.log")
-	env := []string{
-		"ASYNCSTATUS_REDIS_URL=redis://" + testenv.Redis(t) + "/0",
-		"ASYNCSTATUS_REDIS_KEY_PREFIX=" + testenv.Isolate(t),
-		"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET=" + strings.Repeat("s", 32),
+	env := binaryEnv(testenv.Redis(t), addr,
+		"ASYNCSTATUS_REDIS_KEY_PREFIX="+testenv.Isolate(t),
 		"ASYNCSTATUS_WEBHOOKS_ENABLED=false",
 		"ASYNCSTATUS_RATELIMIT_ENABLED=false",
-		"ASYNCSTATUS_AUDIT_SINK=file", "ASYNCSTATUS_AUDIT_FILE=" + path, "ASYNCSTATUS_AUDIT_CLAIM_AFTER=1s",
-		"ASYNCSTATUS_HTTP_ADDR=" + addr,
-		"PATH=" + os.Getenv("PATH"),
-	}
+		"ASYNCSTATUS_AUDIT_SINK=file", "ASYNCSTATUS_AUDIT_FILE="+path, "ASYNCSTATUS_AUDIT_CLAIM_AFTER=1s")
 	key := binaryKey(t, bin, env, "acme", "read,write,admin")
 	base := "http://" + addr
 
 	serve := func() (kill func(), log *syncBuffer) {
-		cmd := exec.Command(bin, "serve")
-		cmd.Env = env
-		log = &syncBuffer{}
-		cmd.Stdout, cmd.Stderr = io.Discard, log
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		kill = func() { _ = cmd.Process.Kill(); <-done }
-		t.Cleanup(func() {
-			kill()
-			if t.Failed() {
-				t.Logf("serve's log:\n%s", log.String())
-			}
-		})
+		cmd, log, exited := runServe(t, bin, env)
+		kill = sync.OnceFunc(func() { _ = cmd.Process.Kill(); <-exited })
 		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 			if res, err := http.Get(base + "/readyz"); err == nil {
 				res.Body.Close()

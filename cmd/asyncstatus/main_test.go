@@ -47,8 +47,9 @@ func serving(t *testing.T, env map[string]string) (string, *syncBuffer, func() e
 	return base, out, stop
 }
 
-// startServe is serving that also returns serve's log (stderr).
-func startServe(t *testing.T, env map[string]string) (string, *syncBuffer, *syncBuffer, func() error) {
+// startServe is serving that also returns serve's log (stderr); args follow
+// "serve" on its command line.
+func startServe(t *testing.T, env map[string]string, args ...string) (string, *syncBuffer, *syncBuffer, func() error) {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	env["ASYNCSTATUS_HTTP_ADDR"] = addr
@@ -58,7 +59,7 @@ func startServe(t *testing.T, env map[string]string) (string, *syncBuffer, *sync
 	ctx, cancel := context.WithCancel(context.Background())
 	out, errb := &syncBuffer{}, &syncBuffer{}
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"serve"}, envOf(env), out, errb) }()
+	go func() { done <- run(ctx, append([]string{"serve"}, args...), envOf(env), out, errb) }()
 	base := "http://" + addr
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -2,16 +2,12 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 
 // TestConfigCheckShowsMasks: `config check` prints the effective configuration
@@ -41,44 +37,17 @@ func TestConfigCheckShowsMasks(t *testing.T) {
 	}
 }
 
-// serveWith runs `serve` with args until the test ends; it returns the base URL
-// and the log (stderr).
+// serveWith runs `serve` with args until the test ends, which fails if serve
+// then stops with an error; it returns the base URL and the log (stderr).
 func serveWith(t *testing.T, env map[string]string, args ...string) (string, *syncBuffer) {
 	t.Helper()
-	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	env["ASYNCSTATUS_HTTP_ADDR"] = addr
-	env["ASYNCSTATUS_CONSOLE_ADDR"] = "off"
-	ctx, cancel := context.WithCancel(context.Background())
-	out, errb := &syncBuffer{}, &syncBuffer{}
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, append([]string{"serve"}, args...), envOf(env), out, errb) }()
+	base, _, errb, stop := startServe(t, env, args...)
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve: %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Error("serve did not stop")
+		if err := stop(); err != nil {
+			t.Errorf("serve: %v", err)
 		}
 	})
-	base := "http://" + addr
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if res, err := http.Get(base + "/healthz"); err == nil {
-			res.Body.Close()
-			return base, errb
-		}
-		select {
-		case err := <-done:
-			done <- err
-			t.Fatalf("serve stopped: %v\n%s", err, errb)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not come up:\n%s", errb)
-		}
-	}
+	return base, errb
 }
 
 func get(t *testing.T, url string, hdr ...string) (int, http.Header, string) {

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/asyncstatus/asyncstatus/client"
+	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 
 // cliService is `serve` on the embedded store, polled every second, with a
@@ -73,31 +74,19 @@ func wantExit(t *testing.T, want int, env map[string]string, args ...string) (st
 // drive moves request id through processing (with progress) to succeeded, or
 // to failed when fail is set, pausing between steps.
 func drive(t *testing.T, c *client.Client, id string, pause time.Duration, fail bool) <-chan error {
-	done := make(chan error, 1)
-	go func() {
-		ctx := context.Background()
-		steps := []func() error{
-			func() error { _, err := c.MarkProcessing(ctx, id, client.NewProgress(10, "page 1 of 3")); return err },
-			func() error { _, err := c.Heartbeat(ctx, id, client.NewProgress(66, "page 2 of 3")); return err },
-			func() error {
-				if fail {
-					_, err := c.Fail(ctx, id, "ERR_UPSTREAM", "ledger down")
-					return err
-				}
-				_, err := c.Complete(ctx, id, &client.Link{URL: "https://files.example/s.pdf", ExpiresAt: time.Now().Add(time.Hour)})
+	ctx := context.Background()
+	return testenv.Paced(pause,
+		func() error { _, err := c.MarkProcessing(ctx, id, client.NewProgress(10, "page 1 of 3")); return err },
+		func() error { _, err := c.Heartbeat(ctx, id, client.NewProgress(66, "page 2 of 3")); return err },
+		func() error {
+			if fail {
+				_, err := c.Fail(ctx, id, "ERR_UPSTREAM", "ledger down")
 				return err
-			},
-		}
-		for _, s := range steps {
-			time.Sleep(pause)
-			if err := s(); err != nil {
-				done <- err
-				return
 			}
-		}
-		done <- nil
-	}()
-	return done
+			_, err := c.Complete(ctx, id, &client.Link{URL: "https://files.example/s.pdf", ExpiresAt: time.Now().Add(time.Hour)})
+			return err
+		},
+	)
 }
 
 func TestRequestsCommands(t *testing.T) {

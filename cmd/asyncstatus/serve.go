@@ -45,10 +45,10 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, un
 		cfg.Log.Format = logFormat
 	}
 	procs := setMaxProcs(cfg.Runtime.MaxProcs)
-	// The access log (one line per request) is buffered: written unbuffered it
-	// costs a write system call per request, about a tenth of a poll's CPU. A
-	// crash loses at most accessLogFlush of access lines (docs/operations.md,
-	// Logs). Every other line goes out at once, after the pending access lines.
+	// The access log (one line per request) is buffered, so that a request does
+	// not cost a write system call of its own (docs/performance.md, "Why the hot
+	// path looks as it does"). A crash loses at most accessLogFlush of access
+	// lines (docs/operations.md, Logs). Every other line goes out at once, after the pending access lines.
 	logw := logbuf.New(stderr, accessLogFlush, accessLogBuffer)
 	defer logw.Close()
 	log := newLogger(cfg, logw.Direct())
@@ -114,7 +114,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, un
 		defer hub.Close()
 		opts.Waits = hub
 	}
-	// The audit drainer (issue #21) runs in every replica and is stopped, after
+	// The audit drainer runs in every replica and is stopped, after
 	// a last pass, once the requests in flight are done.
 	auditStatus, stopAudit, err := startAudit(ctx, cfg, b.store, logw.Direct(), log, m)
 	if err != nil {
@@ -167,8 +167,8 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, un
 // GOMAXPROCS serve runs with. It comes before the Redis clients are made, whose
 // default pool size follows GOMAXPROCS. Fewer CPUs can serve more: on a machine
 // shared with Redis, one P keeps the goroutines that hand a call to each other
-// (a request, the autopipeliner, the reply) on one thread, and the bench
-// machine's CPU per poll fell by a quarter (docs/performance.md, item 16).
+// (a request, the autopipeliner, the reply) on one thread (docs/performance.md,
+// item 16).
 func setMaxProcs(n int) int {
 	if n > 0 {
 		runtime.GOMAXPROCS(n)
@@ -185,7 +185,7 @@ const (
 
 // newAccessLog is newLogger for the access log: the same format and level,
 // with the request lines of the JSON format written by httpapi.NewAccessLog
-// (identical, at a fraction of slog's cost).
+// (identical bytes, without slog's per-attribute work).
 func newAccessLog(cfg config.Config, w io.Writer) *slog.Logger {
 	if cfg.Log.Format == "text" {
 		return newLogger(cfg, w)

@@ -42,10 +42,6 @@ func buildBinary(t *testing.T, flags ...string) string {
 	return path
 }
 
-// TestSIGTERMFinishesInFlight runs the built binary, puts requests in flight —
-// some waiting on a frozen Redis, one still uploading its body — sends SIGTERM,
-// and checks that the listener closes at once, that every request in flight gets
-// its complete answer, and that the process exits with status 0 (spec §11).
 // binaryKey makes an API key with the built binary's `keys create`.
 func binaryKey(t *testing.T, bin string, env []string, tenant, scopes string) string {
 	t.Helper()
@@ -82,37 +78,53 @@ func runServe(t *testing.T, bin string, env []string) (*exec.Cmd, *syncBuffer, <
 	return cmd, stderr, exited
 }
 
+// binaryEnv is the environment of a built binary's serve on the Redis at
+// redisAddr (database 0), listening on addr, with the secrets that serve
+// requires on a real Redis; extra adds variables (a later one wins).
+func binaryEnv(redisAddr, addr string, extra ...string) []string {
+	return append([]string{
+		"ASYNCSTATUS_REDIS_URL=redis://" + redisAddr + "/0",
+		"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET=" + strings.Repeat("s", 32),
+		"ASYNCSTATUS_WEBHOOKS_SECRET_KEY=" + strings.Repeat("w", 32),
+		"ASYNCSTATUS_HTTP_ADDR=" + addr,
+		"PATH=" + os.Getenv("PATH"),
+	}, extra...)
+}
+
+// waitAccepting creates requests of type warm.up until serve at base accepts
+// one (202), for at most 20 s; log is serve's, shown when it does not.
+func waitAccepting(t *testing.T, base, key string, log *syncBuffer) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if code, _ := post(base+"/v1/requests", key, `{"type":"warm.up"}`); code == 202 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not come up:\n%s", log.String())
+		}
+	}
+}
+
+// TestSIGTERMFinishesInFlight runs the built binary, puts requests in flight —
+// some waiting on a frozen Redis, one still uploading its body — sends SIGTERM,
+// and checks that the listener closes at once, that every request in flight gets
+// its complete answer, and that the process exits with status 0 (spec §11).
 func TestSIGTERMFinishesInFlight(t *testing.T) {
 	bin := buildBinary(t)
 	redisProc := testenv.StartRedisProcess(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	env := []string{
-		"ASYNCSTATUS_REDIS_URL=redis://" + redisProc.Addr() + "/0",
-		"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET=" + strings.Repeat("s", 32),
-		"ASYNCSTATUS_WEBHOOKS_SECRET_KEY=" + strings.Repeat("w", 32),
-		"ASYNCSTATUS_HTTP_ADDR=" + addr,
+	env := binaryEnv(redisProc.Addr(), addr,
 		// Long enough for the requests held by the frozen Redis to outlive the
 		// SIGTERM and be answered normally once it thaws.
 		"ASYNCSTATUS_REDIS_OP_TIMEOUT=5s",
 		"ASYNCSTATUS_HTTP_SHUTDOWN_TIMEOUT=10s",
 		"ASYNCSTATUS_RATELIMIT_WRITE=100000-S",
-		"ASYNCSTATUS_RATELIMIT_TENANT=100000-S",
-		"PATH=" + os.Getenv("PATH"),
-	}
+		"ASYNCSTATUS_RATELIMIT_TENANT=100000-S")
 	key := binaryKey(t, bin, env, "acme", "read,write")
 
 	cmd, stderr, exited := runServe(t, bin, env)
 	base := "http://" + addr
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if code, _ := post(base+"/v1/requests", key, `{"type":"warm.up"}`); code == 202 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not come up:\n%s", stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitAccepting(t, base, key, stderr)
 
 	// In flight 1: requests waiting on Redis, which is frozen.
 	redisProc.Pause()

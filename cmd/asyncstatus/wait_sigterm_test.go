@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,31 +21,19 @@ func TestSIGTERMAnswersEveryWait(t *testing.T) {
 	bin := buildBinary(t)
 	redisProc := testenv.StartRedisProcess(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	env := []string{
-		"ASYNCSTATUS_REDIS_URL=redis://" + redisProc.Addr() + "/0",
-		"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET=" + strings.Repeat("s", 32),
-		"ASYNCSTATUS_WEBHOOKS_SECRET_KEY=" + strings.Repeat("w", 32),
-		"ASYNCSTATUS_HTTP_ADDR=" + addr,
-		"ASYNCSTATUS_HTTP_SHUTDOWN_TIMEOUT=30s",
-		"ASYNCSTATUS_WAIT_MAX=60s",
-		"PATH=" + os.Getenv("PATH"),
-	}
+	env := binaryEnv(redisProc.Addr(), addr, "ASYNCSTATUS_HTTP_SHUTDOWN_TIMEOUT=30s", "ASYNCSTATUS_WAIT_MAX=60s")
 	key := binaryKey(t, bin, env, "acme", "read,write")
-	cmd, _, exited := runServe(t, bin, env)
+	cmd, stderr, exited := runServe(t, bin, env)
 	base := "http://" + addr
+	waitAccepting(t, base, key, stderr)
 	var ids []string
-	deadline := time.Now().Add(20 * time.Second)
 	for len(ids) < 6 {
 		code, body := post(base+"/v1/requests", key, `{"type":"export"}`)
 		var m map[string]any
-		if code == 202 && json.Unmarshal(body, &m) == nil {
-			ids = append(ids, m["id"].(string))
-			continue
+		if code != 202 || json.Unmarshal(body, &m) != nil {
+			t.Fatalf("create: %d %s", code, body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not come up: %d %s", code, body)
-		}
-		time.Sleep(50 * time.Millisecond)
+		ids = append(ids, m["id"].(string))
 	}
 	type answer struct {
 		code int

@@ -9,8 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -28,17 +26,11 @@ import (
 func TestWebhookSurvivesKill(t *testing.T) {
 	bin := buildBinary(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	env := []string{
-		"ASYNCSTATUS_REDIS_URL=redis://" + testenv.Redis(t) + "/0",
-		"ASYNCSTATUS_REDIS_KEY_PREFIX=" + testenv.Isolate(t),
-		"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET=" + strings.Repeat("s", 32),
-		"ASYNCSTATUS_WEBHOOKS_SECRET_KEY=" + strings.Repeat("w", 32),
+	env := binaryEnv(testenv.Redis(t), addr,
+		"ASYNCSTATUS_REDIS_KEY_PREFIX="+testenv.Isolate(t),
 		"ASYNCSTATUS_WEBHOOKS_ALLOW_HTTP=true", "ASYNCSTATUS_WEBHOOKS_ALLOW_PRIVATE=true",
 		"ASYNCSTATUS_WEBHOOKS_TIMEOUT=1s",
-		"ASYNCSTATUS_RATELIMIT_ENABLED=false",
-		"ASYNCSTATUS_HTTP_ADDR=" + addr, "ASYNCSTATUS_CONSOLE_ADDR=off",
-		"PATH=" + os.Getenv("PATH"),
-	}
+		"ASYNCSTATUS_RATELIMIT_ENABLED=false")
 	key := binaryKey(t, bin, env, "acme", "read,write,admin")
 
 	// The receiver holds every request until the first process is dead, then
@@ -82,33 +74,9 @@ func TestWebhookSurvivesKill(t *testing.T) {
 	defer rcv.Close()
 
 	serve := func() (kill func()) {
-		cmd := exec.Command(bin, "serve")
-		cmd.Env = env
-		var stderr syncBuffer
-		cmd.Stdout, cmd.Stderr = io.Discard, &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			if code, _ := post("http://"+addr+"/v1/requests", key, `{"type":"warm.up"}`); code == 202 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("serve did not come up:\n%s", stderr.String())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		kill = func() { _ = cmd.Process.Kill(); <-done }
-		t.Cleanup(func() {
-			kill()
-			if t.Failed() {
-				t.Logf("serve's log:\n%s", stderr.String())
-			}
-		})
-		return kill
+		cmd, stderr, exited := runServe(t, bin, env)
+		waitAccepting(t, "http://"+addr, key, stderr)
+		return sync.OnceFunc(func() { _ = cmd.Process.Kill(); <-exited })
 	}
 	base := "http://" + addr
 	kill := serve()

@@ -139,7 +139,7 @@ func storeOptions(cfg config.Config) store.Options {
 		Prefix: cfg.Redis.KeyPrefix, OpTimeout: cfg.Redis.OpTimeout,
 		QueuedTimeout: cfg.Lifecycle.QueuedTimeout, ProcessingTimeout: cfg.Lifecycle.ProcessingTimeout,
 		QueuedTimeoutByType: map[string]time.Duration{}, ProcessingTimeoutByType: map[string]time.Duration{},
-		Retention: cfg.Retention.Terminal, RetentionByType: cfg.Retention.ByType,
+		Retention: cfg.Retention.Terminal, RetentionByType: map[string]time.Duration{},
 		IdempotencyTTL: cfg.Idempotency.TTL,
 		Schedule:       secs(cfg.Polling.Schedule), ScheduleByType: map[string][]int{},
 		EarlyTolerance: cfg.Polling.EarlyTolerance,
@@ -152,16 +152,17 @@ func storeOptions(cfg config.Config) store.Options {
 	if cfg.Audit.Sink != "none" {
 		o.AuditBacklog = cfg.Audit.MaxBacklog
 	}
-	for t, ov := range cfg.Lifecycle.ByType {
-		if ov.QueuedTimeout > 0 {
-			o.QueuedTimeoutByType[t] = ov.QueuedTimeout
-		}
-		if ov.ProcessingTimeout > 0 {
-			o.ProcessingTimeoutByType[t] = ov.ProcessingTimeout
-		}
+	// Per-type settings go to the store resolved (config's *For methods say
+	// what an override inherits), so that the store, its scripts and the HTTP
+	// layer only look a type up.
+	for t := range cfg.Lifecycle.ByType {
+		o.QueuedTimeoutByType[t], o.ProcessingTimeoutByType[t] = cfg.Lifecycle.TimeoutsFor(t)
 	}
-	for t, s := range cfg.Polling.ByType {
-		o.ScheduleByType[t] = secs(s)
+	for t := range cfg.Polling.ByType {
+		o.ScheduleByType[t] = secs(cfg.Polling.ScheduleFor(t))
+	}
+	for t := range cfg.Retention.ByType {
+		o.RetentionByType[t] = cfg.Retention.For(t)
 	}
 	// The scripts count the rate limits of the calls they serve, in the call's
 	// own round trip, on the limiter's own counters (the rates were validated
@@ -201,8 +202,6 @@ func openObservedBackend(cfg config.Config, obs store.ScriptObserver) (*backend,
 	return &backend{store: st, rdb: rdb, embedded: emb}, nil
 }
 
-// pollSecret is the poll-token HMAC key: configured, or random for the embedded
-// store (whose data dies with the process anyway).
 // serveSecrets derives what serve needs from the configured secrets, and
 // refuses a configuration that lacks them; config check applies the same rules.
 func serveSecrets(cfg config.Config) ([]byte, *webhook.Sealer, error) {
@@ -217,6 +216,8 @@ func serveSecrets(cfg config.Config) ([]byte, *webhook.Sealer, error) {
 	return secret, sealer, nil
 }
 
+// pollSecret is the poll-token HMAC key: configured, or random for the embedded
+// store (whose data dies with the process anyway).
 func pollSecret(cfg config.Config) ([]byte, error) {
 	if cfg.Auth.PollTokenSecret != "" {
 		return []byte(cfg.Auth.PollTokenSecret), nil

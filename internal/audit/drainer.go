@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asyncstatus/asyncstatus/internal/defaults"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
 
@@ -111,7 +112,7 @@ func NewDrainer(st Store, o Options) (*Drainer, error) {
 		o.Consumer = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 	}
 	if o.ClaimAfter <= 0 {
-		o.ClaimAfter = 30 * time.Second
+		o.ClaimAfter = defaults.AuditClaimAfter
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = time.Second

@@ -1,6 +1,8 @@
 // Package config defines asyncstatus's configuration: one YAML file plus
-// ASYNCSTATUS_* environment overrides (spec §9). It must not import any other
-// internal package: every other package receives the parts it needs from main.
+// ASYNCSTATUS_* environment overrides (spec §9). It imports no internal package
+// but two leaves that import nothing themselves: internal/defaults (the values it
+// shares with the store and the HTTP server) and internal/domain (what a valid
+// request type is). Every other package receives the parts it needs from main.
 package config
 
 import "time"

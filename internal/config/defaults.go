@@ -1,21 +1,26 @@
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/asyncstatus/asyncstatus/internal/defaults"
+)
 
 // Defaults returns the configuration used when neither the file nor the
 // environment says otherwise. Every call returns fresh slices, so a caller may
-// modify its copy freely.
+// modify its copy freely. Values that the store or the HTTP server also fall
+// back to come from internal/defaults, the one place they are written.
 func Defaults() Config {
 	return Config{
 		Redis: Redis{
-			KeyPrefix:    "as",
-			OpTimeout:    time.Second,
+			KeyPrefix:    defaults.KeyPrefix,
+			OpTimeout:    defaults.OpTimeout,
 			AutoPipeline: true,
-			WaitTimeout:  500 * time.Millisecond,
+			WaitTimeout:  defaults.WaitTimeout,
 		},
 		HTTP: HTTP{
 			Addr:            ":8080",
-			BodyLimitBytes:  1 << 20,
+			BodyLimitBytes:  defaults.BodyLimitBytes,
 			ReadTimeout:     10 * time.Second,
 			WriteTimeout:    10 * time.Second,
 			IdleTimeout:     60 * time.Second,
@@ -25,9 +30,7 @@ func Defaults() Config {
 			KeyCacheTTL: 10 * time.Second,
 		},
 		Polling: Polling{
-			Schedule: []time.Duration{
-				time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second,
-			},
+			Schedule:       defaults.PollSchedule(),
 			EarlyTolerance: 0.2,
 		},
 		RateLimit: RateLimit{
@@ -39,30 +42,27 @@ func Defaults() Config {
 			Timeout: 200 * time.Millisecond,
 		},
 		Lifecycle: Lifecycle{
-			QueuedTimeout:     24 * time.Hour,
-			ProcessingTimeout: 15 * time.Minute,
-			SweepInterval:     10 * time.Second,
+			QueuedTimeout:     defaults.QueuedTimeout,
+			ProcessingTimeout: defaults.ProcessingTimeout,
+			SweepInterval:     defaults.SweepInterval,
 			SweepBatch:        500,
 		},
 		Retention: Retention{
 			Terminal: 720 * time.Hour,
 		},
 		Idempotency: Idempotency{
-			TTL: 24 * time.Hour,
+			TTL: defaults.IdempotencyTTL,
 		},
 		Limits: Limits{
-			ContextBytes: 4096,
-			ResultBytes:  16384,
+			ContextBytes: defaults.ContextBytes,
+			ResultBytes:  defaults.ResultBytes,
 		},
 		Webhooks: Webhooks{
 			// Webhooks are part of the v1 contract (spec §10), so they work out of
 			// the box; the switch exists for operators who want to turn them off.
-			Enabled: true,
-			Timeout: 5 * time.Second,
-			RetrySchedule: []time.Duration{
-				5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute,
-				30 * time.Minute, time.Hour, 2 * time.Hour, 4 * time.Hour, 8 * time.Hour,
-			},
+			Enabled:       true,
+			Timeout:       defaults.WebhookTimeout,
+			RetrySchedule: defaults.WebhookRetrySchedule(),
 		},
 		Audit: Audit{
 			// log: nothing is lost unless an operator turns it off.
@@ -70,7 +70,7 @@ func Defaults() Config {
 			FileMaxBytes: 100 << 20,
 			FileKeep:     10,
 			MaxBacklog:   100000,
-			ClaimAfter:   30 * time.Second,
+			ClaimAfter:   defaults.AuditClaimAfter,
 		},
 		Log: Log{
 			Format: "json",
@@ -78,13 +78,13 @@ func Defaults() Config {
 		},
 		Console: Console{
 			Addr:       "127.0.0.1:8081",
-			SessionTTL: 8 * time.Hour,
+			SessionTTL: defaults.ConsoleSessionTTL,
 		},
 		Wait: Wait{
-			Max:        25 * time.Second,
+			Max:        defaults.WaitMax,
 			MaxWaiters: 10000,
-			Heartbeat:  15 * time.Second,
-			StreamMax:  10 * time.Minute,
+			Heartbeat:  defaults.WaitHeartbeat,
+			StreamMax:  defaults.StreamMax,
 		},
 	}
 }

@@ -6,16 +6,13 @@ import (
 	"maps"
 	"net"
 	"net/url"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-)
 
-// typePattern is the request type syntax of spec §4; by_type keys must be
-// types a request can actually have, or the override would never apply.
-var typePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+	"github.com/asyncstatus/asyncstatus/internal/domain"
+)
 
 // minPollTokenSecret is the shortest accepted HMAC key: 256 bits, the size of
 // the SHA-256 block output, so the secret is never the weak link.
@@ -283,9 +280,11 @@ func validateSchedule(p *problems, key string, steps []time.Duration) {
 	}
 }
 
+// validateType: by_type keys must be types a request can actually have, or the
+// override would never apply.
 func validateType(p *problems, key, typ string) {
-	if !typePattern.MatchString(typ) {
-		p.add(key, "%q is not a request type (%s)", typ, typePattern)
+	if !domain.ValidType(typ) {
+		p.add(key, "%q is not a request type (%s)", typ, domain.TypePattern)
 	}
 }
 

@@ -443,7 +443,7 @@ func TestPages(t *testing.T) {
 	t.Run("ConfigAndFigures", func(t *testing.T) {
 		a := c.get("/config")
 		wantIn(t, a, "config", "poll_token_secret: &#39;***&#39;")
-		s.metrics.ObserveRequest("GET", "/v1/requests/:id", 200, 3*time.Millisecond)
+		s.metrics.RouteSeries("GET", "/v1/requests/:id").Observe(200, 3*time.Millisecond)
 		a = c.get("/figures")
 		wantIn(t, a, "figures", "answers per second", "429s per second", "p99 latency", `data-live="/figures/live"`)
 	})
@@ -561,7 +561,7 @@ func TestNoSecretLeaks(t *testing.T) {
 		seen += c.seen.String()
 		cookieHeaders += c.setCookies.String()
 	}
-	rdb := s.st.Client()
+	rdb := s.rdb
 	keys, err := rdb.Keys(ctx, "*").Result()
 	if err != nil {
 		t.Fatal(err)

@@ -47,7 +47,7 @@ func TestFigures(t *testing.T) {
 	s.keep(sm)
 	now = now.Add(2 * time.Second)
 	for range 10 {
-		m.ObserveRequest("GET", "/v1/requests/:id", 200, 2*time.Millisecond)
+		m.RouteSeries("GET", "/v1/requests/:id").Observe(200, 2*time.Millisecond)
 	}
 	m.Throttled(metrics.ReasonPolledTooEarly)
 	f := s.figures()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/asyncstatus/asyncstatus/internal/auth"
 	"github.com/asyncstatus/asyncstatus/internal/console"
@@ -34,6 +35,7 @@ var ctx = context.Background()
 // the browser tests, the public API too), sharing one clock and one log.
 type stack struct {
 	st      *store.Store
+	rdb     redis.UniversalClient // the store's
 	auth    *auth.Authenticator
 	clock   func() time.Time
 	console *console.Server
@@ -59,7 +61,8 @@ func newStack(tb testing.TB, b testenv.Backend, o stackOptions) *stack {
 	if o.clock == nil {
 		o.clock = time.Now
 	}
-	st, err := store.New(b.Client(tb), store.Options{Prefix: testenv.Isolate(tb), OpTimeout: 5 * time.Second,
+	rdb := b.Client(tb)
+	st, err := store.New(rdb, store.Options{Prefix: testenv.Isolate(tb), OpTimeout: 5 * time.Second,
 		Now: o.clock, AutoPipeline: b.AutoPipeline, Retention: time.Hour})
 	if err != nil {
 		tb.Fatal(err)
@@ -67,7 +70,7 @@ func newStack(tb testing.TB, b testenv.Backend, o stackOptions) *stack {
 	if err := st.Ready(ctx); err != nil {
 		tb.Fatalf("ready: %v", err)
 	}
-	s := &stack{st: st, clock: o.clock, logs: &testenv.Buffer{}}
+	s := &stack{st: st, rdb: rdb, clock: o.clock, logs: &testenv.Buffer{}}
 	tb.Cleanup(func() {
 		if tb.Failed() {
 			tb.Logf("log:\n%s", s.logs.String())

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/asyncstatus/asyncstatus/internal/defaults"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
 
@@ -94,7 +95,7 @@ var assetFS embed.FS
 // New builds the console and registers its routes.
 func New(st Store, a Authenticator, o Options) (*Server, error) {
 	if o.SessionTTL <= 0 {
-		o.SessionTTL = 8 * time.Hour
+		o.SessionTTL = defaults.ConsoleSessionTTL
 	}
 	if o.LiveInterval <= 0 {
 		o.LiveInterval = time.Second

@@ -236,11 +236,24 @@ type TransitionParams struct {
 type PollParams struct {
 	Tenant string
 	ID     string
-	// Caller is the pacing identity: the API key id, or "t" for the request's poll token.
+	// Caller is the pacing identity: the API key id, PollTokenCaller, or
+	// Unpaced for a read that is no caller's poll.
 	Caller string
 	// Credential names the rate-limit counter: the API key id, or "pt:<id>".
 	Credential string
 }
+
+// Pacing identities other than an API key id (PollParams.Caller).
+const (
+	// PollTokenCaller paces every holder of a request's poll token as one
+	// caller: the token is the request's, not a person's. It cannot be taken
+	// for a key id, which always starts with "key_".
+	PollTokenCaller = "t"
+	// Unpaced reads a request without pacing anyone: the events route, the
+	// console, the read behind an idempotent replay or a long poll's final read.
+	// Such a read neither answers POLLED_TOO_EARLY nor advances a schedule.
+	Unpaced = ""
+)
 
 // RateInfo is the state of the binding rate limit after a call was counted.
 type RateInfo struct {

@@ -12,9 +12,10 @@ import (
 
 // NewAccessLog returns a logger for Options.AccessLog that writes exactly what
 // slog.New(slog.NewJSONHandler(w, opts)) writes, but formats the request lines
-// itself: through slog's generic attribute machinery (and encoding/json for
-// the duration, which slog uses for every float) a line cost about a quarter
-// of the server's CPU per poll. Anything else logged on it goes through slog.
+// itself, because slog's generic attribute machinery (and encoding/json for
+// the duration, which slog uses for every float) is a large share of a poll's
+// CPU (docs/performance.md, "Why the hot path looks as it does"). Anything else
+// logged on it goes through slog.
 func NewAccessLog(w io.Writer, opts *slog.HandlerOptions) *slog.Logger {
 	if opts == nil {
 		opts = &slog.HandlerOptions{}

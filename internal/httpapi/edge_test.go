@@ -265,18 +265,10 @@ func TestNotFoundHeaderParity(t *testing.T) {
 			e.srv = httpapi.New(st, auth.New(st, []byte("0123456789abcdef0123456789abcdef"), time.Minute, e.clock.Now),
 				&fakeLimiter{left: 1000}, httpapi.Options{}, nil)
 
-			mine, tok := e.mustCreate("acme-rw")
-			foreign, foreignTok := e.mustCreate("globex-rw")
-			deleted, deletedTok := e.mustCreate("acme-rw")
-			if r := e.call("DELETE", "/v1/requests/"+deleted, "", e.as("acme-admin")...); r.code != 204 {
-				t.Fatal(r.code)
-			}
-			expired, expiredTok := e.mustCreate("acme-rw")
-			if r := e.call("POST", "/v1/requests/"+expired+"/cancel", "", e.as("acme-rw")...); r.code != 200 {
-				t.Fatal(r.code)
-			}
-			e.clock.Add(time.Hour + time.Second) // past retention; the key cache (1 min) still holds
+			u := e.unseeable() // the key cache (1 min) still holds
 			e.m.FastForward(time.Hour + time.Second)
+			mine, tok, foreign, foreignTok := u.mine, u.mineTok, u.foreign, u.foreignTok
+			deleted, deletedTok, expired, expiredTok := u.deleted, u.deletedTok, u.expired, u.expiredTok
 
 			var want []string
 			var wantCase string

@@ -65,8 +65,9 @@ const (
 )
 
 // setCanonical is c.Set for a name already normalised, without c.Set's copy
-// and normalisation of the name and its string value: the headers of every
-// answer took ~10% of a poll's CPU.
+// and normalisation of the name and its string value, which every answer's
+// headers would pay again (docs/performance.md, "Why the hot path looks as it
+// does").
 func setCanonical(c *fiber.Ctx, name string, value []byte) {
 	c.Response().Header.SetCanonical([]byte(name), value)
 }

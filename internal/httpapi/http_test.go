@@ -55,26 +55,19 @@ func newEnv(t testing.TB, mod func(*httpapi.Options)) *env {
 	if mod != nil {
 		mod(&o)
 	}
-	e := &env{t: t, srv: httpapi.New(st, a, nil, o, nil), st: st, m: m, rdb: rdb, clock: c, keys: map[string]string{}}
-	for _, k := range []struct {
-		name, tenant string
-		scopes       domain.Scopes
-	}{
-		{"acme-rw", "acme", domain.ScopeRead | domain.ScopeWrite},
-		{"acme-r", "acme", domain.ScopeRead},
-		{"acme-w", "acme", domain.ScopeWrite},
-		{"acme-admin", "acme", domain.ScopeRead | domain.ScopeWrite | domain.ScopeAdmin},
-		{"globex-rw", "globex", domain.ScopeRead | domain.ScopeWrite | domain.ScopeAdmin},
-	} {
-		plain, key, err := auth.NewKey(k.tenant, k.scopes, k.name, c.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.SaveKey(context.Background(), key); err != nil {
-			t.Fatal(err)
-		}
-		e.keys[k.name] = plain
-		e.plain = append(e.plain, plain)
+	e := &env{t: t, srv: httpapi.New(st, a, nil, o, nil), st: st, m: m, rdb: rdb, clock: c}
+	keys := []testenv.TestKey{
+		{Name: "acme-rw", Tenant: "acme", Scopes: domain.ScopeRead | domain.ScopeWrite},
+		{Name: "acme-r", Tenant: "acme", Scopes: domain.ScopeRead},
+		{Name: "acme-w", Tenant: "acme", Scopes: domain.ScopeWrite},
+		{Name: "acme-admin", Tenant: "acme", Scopes: domain.ScopeRead | domain.ScopeWrite | domain.ScopeAdmin},
+		{Name: "globex-rw", Tenant: "globex", Scopes: domain.ScopeRead | domain.ScopeWrite | domain.ScopeAdmin},
+	}
+	if e.keys, err = testenv.SaveKeys(context.Background(), st, c.Now(), keys...); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		e.plain = append(e.plain, e.keys[k.Name])
 	}
 	return e
 }
@@ -176,6 +169,31 @@ func (e *env) mustCreate(key string) (string, string) {
 	}
 	m := r.json(e.t)
 	return m["id"].(string), m["poll_token"].(string)
+}
+
+// unseeable are requests of every kind that an id may name: one of acme, one
+// of globex, one deleted and one past its retention (cancelled, then the clock
+// moved past the hour of retention), each with its poll token. Only mine is
+// acme's to see; the answers for the other three must not tell them apart.
+type unseeable struct {
+	mine, mineTok, foreign, foreignTok, deleted, deletedTok, expired, expiredTok string
+}
+
+func (e *env) unseeable() unseeable {
+	e.t.Helper()
+	var u unseeable
+	u.mine, u.mineTok = e.mustCreate("acme-rw")
+	u.foreign, u.foreignTok = e.mustCreate("globex-rw")
+	u.deleted, u.deletedTok = e.mustCreate("acme-rw")
+	if r := e.call("DELETE", "/v1/requests/"+u.deleted, "", e.as("acme-admin")...); r.code != 204 {
+		e.t.Fatal(r.code)
+	}
+	u.expired, u.expiredTok = e.mustCreate("acme-rw")
+	if r := e.call("POST", "/v1/requests/"+u.expired+"/cancel", "", e.as("acme-rw")...); r.code != 200 {
+		e.t.Fatal(r.code)
+	}
+	e.clock.Add(time.Hour + time.Second) // past retention
+	return u
 }
 
 func wantProblem(t testing.TB, r resp, status int, code string) map[string]any {
@@ -490,17 +508,8 @@ func TestRevokedKeyStopsWithinCacheTTL(t *testing.T) {
 // apart from instance and request_id.
 func TestNotFoundIsUniform(t *testing.T) {
 	e := newEnv(t, nil)
-	mine, tok := e.mustCreate("acme-rw")
-	foreign, _ := e.mustCreate("globex-rw")
-	deleted, _ := e.mustCreate("acme-rw")
-	if r := e.call("DELETE", "/v1/requests/"+deleted, "", e.as("acme-admin")...); r.code != 204 {
-		t.Fatal(r.code)
-	}
-	expired, _ := e.mustCreate("acme-rw")
-	if r := e.call("POST", "/v1/requests/"+expired+"/cancel", "", e.as("acme-rw")...); r.code != 200 {
-		t.Fatal(r.code)
-	}
-	e.clock.Add(time.Hour + time.Second) // past retention
+	u := e.unseeable()
+	mine, tok, foreign, deleted, expired := u.mine, u.mineTok, u.foreign, u.deleted, u.expired
 	var bodies []string
 	add := func(r resp) {
 		t.Helper()

@@ -14,9 +14,6 @@ import (
 //go:embed openapi.json
 var openapiJSON []byte
 
-// OpenAPI returns a copy of the OpenAPI document served at /openapi.json.
-func OpenAPI() []byte { return append([]byte(nil), openapiJSON...) }
-
 func (s *Server) openapi(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	c.Set(fiber.HeaderCacheControl, "no-cache")

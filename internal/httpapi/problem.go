@@ -143,5 +143,3 @@ func (s *Server) toDomain(c *fiber.Ctx, err error) *domain.Error {
 	}
 	return &domain.Error{Code: domain.Internal, Message: "Internal error.", Err: err}
 }
-
-// logger is the subset of slog the server uses.

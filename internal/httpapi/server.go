@@ -14,6 +14,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/asyncstatus/asyncstatus/internal/buildinfo"
+	"github.com/asyncstatus/asyncstatus/internal/defaults"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/metrics"
 	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
@@ -144,16 +145,16 @@ func (jsonCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
 // New builds the server and registers every route.
 func New(reqs Requests, auth Authenticator, limit RateLimiter, opts Options, log *slog.Logger) *Server {
 	if opts.BodyLimitBytes <= 0 {
-		opts.BodyLimitBytes = 1 << 20
+		opts.BodyLimitBytes = defaults.BodyLimitBytes
 	}
 	if len(opts.Schedule) == 0 {
-		opts.Schedule = []int{1, 2, 5, 10, 30}
+		opts.Schedule = defaults.PollScheduleSeconds()
 	}
 	if opts.Limits.ContextBytes <= 0 {
-		opts.Limits.ContextBytes = 4096
+		opts.Limits.ContextBytes = defaults.ContextBytes
 	}
 	if opts.Limits.ResultBytes <= 0 {
-		opts.Limits.ResultBytes = 16384
+		opts.Limits.ResultBytes = defaults.ResultBytes
 	}
 	if log == nil {
 		log = slog.Default()

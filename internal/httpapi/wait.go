@@ -8,6 +8,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/asyncstatus/asyncstatus/internal/defaults"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
 
@@ -39,16 +40,16 @@ type WaitOptions struct {
 
 func (o *WaitOptions) defaults() {
 	if o.Max < time.Second {
-		o.Max = 25 * time.Second
+		o.Max = defaults.WaitMax
 	}
 	if o.Heartbeat <= 0 {
-		o.Heartbeat = 15 * time.Second
+		o.Heartbeat = defaults.WaitHeartbeat
 	}
 	if o.StreamMax <= 0 {
-		o.StreamMax = 10 * time.Minute
+		o.StreamMax = defaults.StreamMax
 	}
 	if o.ReadTimeout <= 0 {
-		o.ReadTimeout = time.Second
+		o.ReadTimeout = defaults.OpTimeout
 	}
 }
 
@@ -118,7 +119,7 @@ func (s *Server) pollParams(c *fiber.Ctx, paced bool) domain.PollParams {
 	if paced {
 		pp.Caller = p.KeyID
 		if p.KeyID == "" { // a poll token: one caller per request
-			pp.Caller = "t"
+			pp.Caller = domain.PollTokenCaller
 		}
 	}
 	// counted by the store when it counts reads (then the middleware does not)

@@ -1,4 +1,4 @@
-// Package metrics holds asyncstatus's Prometheus collectors (issue 7): HTTP
+// Package metrics holds asyncstatus's Prometheus collectors: HTTP
 // requests by route and status class, transitions, refusals (429 by reason, 503),
 // Redis script latency, the sweeper, the embedded-store warning and build info.
 //

@@ -149,19 +149,15 @@ func New(reg *prometheus.Registry) (*Metrics, error) {
 		Namespace: namespace, Subsystem: "http", Name: "throttled_total",
 		Help: "429 answers by reason: polled_too_early (pacing) or rate_limited (ratelimit.*).",
 	}, []string{"reason"})
-	m.unavailable = prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: namespace, Subsystem: "http", Name: "backend_unavailable_total",
-		Help: "503 BACKEND_UNAVAILABLE answers: Redis unreachable, slow or refusing writes.",
-	})
+	m.unavailable = newCounter("http", "backend_unavailable_total",
+		"503 BACKEND_UNAVAILABLE answers: Redis unreachable, slow or refusing writes.")
 	m.scripts = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: namespace, Subsystem: "redis", Name: "script_duration_seconds",
 		Help:    "Latency of each Lua script call (EVALSHA, with its EVAL fallback) by script and result (ok or error).",
 		Buckets: scriptBuckets,
 	}, []string{"script", "result"})
-	m.embedded = prometheus.NewGauge(prometheus.GaugeOpts{
-		Namespace: namespace, Name: "embedded_store",
-		Help: "1 when serving from the embedded in-process store: data lives only as long as the process.",
-	})
+	m.embedded = newGauge("", "embedded_store",
+		"1 when serving from the embedded in-process store: data lives only as long as the process.")
 	m.buildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "build_info",
 		Help: "Always 1; the labels name the running build.",
@@ -206,17 +202,6 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
-// ObserveRequest counts one HTTP answer. route must be a registered route
-// pattern (e.g. /v1/requests/:id) or [Unmatched], never a raw path.
-func (m *Metrics) ObserveRequest(method, route string, status int, d time.Duration) {
-	if m == nil {
-		return
-	}
-	s := m.requestSeries(requestKey{method, route, statusClass(status)})
-	s.count.Inc()
-	s.dur.Observe(d.Seconds())
-}
-
 // requestSeries is the children of k, made on first use.
 func (m *Metrics) requestSeries(k requestKey) requestSeries {
 	m.seriesMu.RLock()
@@ -232,8 +217,8 @@ func (m *Metrics) requestSeries(k requestKey) requestSeries {
 }
 
 // RouteSeries are the request metrics of one method and route, kept by a
-// caller that knows its routes: ObserveRequest hashes three labels and takes
-// a lock on every call, Observe loads one pointer. A class's series is still
+// caller that knows its routes, so that counting an answer loads one pointer
+// instead of hashing three labels under a lock. A class's series is still
 // made on its first answer, so /metrics lists the same series either way.
 type RouteSeries struct {
 	m             *Metrics
@@ -241,8 +226,9 @@ type RouteSeries struct {
 	class         [len(classes)]atomic.Pointer[requestSeries]
 }
 
-// RouteSeries returns the series of method and route (the same rules as
-// ObserveRequest); nil, whose Observe does nothing, for a nil *Metrics.
+// RouteSeries returns the series of method and route, which must be a
+// registered route pattern (e.g. /v1/requests/:id) or [Unmatched], never a raw
+// path; nil, whose Observe does nothing, for a nil *Metrics.
 func (m *Metrics) RouteSeries(method, route string) *RouteSeries {
 	if m == nil {
 		return nil
@@ -250,7 +236,7 @@ func (m *Metrics) RouteSeries(method, route string) *RouteSeries {
 	return &RouteSeries{m: m, method: method, route: route}
 }
 
-// Observe counts one answer of status that took d, as ObserveRequest does.
+// Observe counts one HTTP answer of status that took d.
 func (r *RouteSeries) Observe(status int, d time.Duration) {
 	if r == nil {
 		return
@@ -266,16 +252,8 @@ func (r *RouteSeries) Observe(status int, d time.Duration) {
 	s.dur.Observe(d.Seconds())
 }
 
-// Transition counts one accepted transition call leading to status to.
-func (m *Metrics) Transition(transition, to string) {
-	if m == nil {
-		return
-	}
-	m.transitions.WithLabelValues(transition, to).Inc()
-}
-
-// TransitionCounter is the counter Transition(transition, to) increments,
-// resolved once (the API's transitions exist from the start, at zero); nil
+// TransitionCounter counts the accepted transition calls of one kind leading
+// to status to, resolved once (the API's transitions exist from the start, at zero); nil
 // for a nil *Metrics.
 func (m *Metrics) TransitionCounter(transition, to string) prometheus.Counter {
 	if m == nil {

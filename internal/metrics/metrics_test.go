@@ -62,11 +62,12 @@ func TestTwoSetsDoNotShare(t *testing.T) {
 
 func TestRequestsByRouteAndClass(t *testing.T) {
 	m, reg := mustNew(t)
-	m.ObserveRequest("GET", "/v1/requests/:id", 200, 2*time.Millisecond)
-	m.ObserveRequest("GET", "/v1/requests/:id", 304, time.Millisecond)
-	m.ObserveRequest("GET", "/v1/requests/:id", 429, time.Millisecond)
-	m.ObserveRequest("GET", "/v1/requests/:id", 404, time.Millisecond)
-	m.ObserveRequest("GET", metrics.Unmatched, 404, time.Millisecond)
+	r := m.RouteSeries("GET", "/v1/requests/:id")
+	r.Observe(200, 2*time.Millisecond)
+	r.Observe(304, time.Millisecond)
+	r.Observe(429, time.Millisecond)
+	r.Observe(404, time.Millisecond)
+	m.RouteSeries("GET", metrics.Unmatched).Observe(404, time.Millisecond)
 	want := `
 # HELP asyncstatus_http_requests_total HTTP answers by method, route pattern and status class.
 # TYPE asyncstatus_http_requests_total counter
@@ -88,7 +89,7 @@ func TestRefusalsAndTransitions(t *testing.T) {
 	m.Throttled(metrics.ReasonPolledTooEarly)
 	m.Throttled(metrics.ReasonPolledTooEarly)
 	m.BackendUnavailable()
-	m.Transition(metrics.TransitionComplete, "succeeded")
+	m.TransitionCounter(metrics.TransitionComplete, "succeeded").Inc()
 	want := `
 # HELP asyncstatus_http_throttled_total 429 answers by reason: polled_too_early (pacing) or rate_limited (ratelimit.*).
 # TYPE asyncstatus_http_throttled_total counter
@@ -125,7 +126,7 @@ func TestSweeper(t *testing.T) {
 		return metrics.SweepStats{Runs: 7, Errors: 1, Expired: 3, Failed: 2, Cleaned: 11,
 			LastRun: last, LastDuration: 40 * time.Millisecond, LastLag: 1500 * time.Millisecond}
 	})
-	m.Transition(metrics.TransitionFail, "failed")
+	m.TransitionCounter(metrics.TransitionFail, "failed").Inc()
 	want := `
 # HELP asyncstatus_sweeper_runs_total Sweeper ticks of this process.
 # TYPE asyncstatus_sweeper_runs_total counter
@@ -188,8 +189,10 @@ func TestScriptsEmbeddedBuildInfo(t *testing.T) {
 // TestNilIsANoOp: callers hold a nil *Metrics when metrics are off.
 func TestNilIsANoOp(t *testing.T) {
 	var m *metrics.Metrics
-	m.ObserveRequest("GET", "/healthz", 200, time.Millisecond)
-	m.Transition(metrics.TransitionCreate, "queued")
+	m.RouteSeries("GET", "/healthz").Observe(200, time.Millisecond)
+	if m.TransitionCounter(metrics.TransitionCreate, "queued") != nil {
+		t.Error("a nil set has a transition counter")
+	}
 	m.Throttled(metrics.ReasonRateLimited)
 	m.BackendUnavailable()
 	m.ObserveScript("poll", time.Millisecond, nil)
@@ -198,15 +201,6 @@ func TestNilIsANoOp(t *testing.T) {
 	m.WatchSweeper(nil)
 	if out := scrape(t, m); strings.Contains(out, "asyncstatus_") {
 		t.Fatalf("a nil set served %s", out)
-	}
-}
-
-// BenchmarkObserveRequest is the metrics cost of one HTTP answer.
-func BenchmarkObserveRequest(b *testing.B) {
-	m, _ := metrics.New(prometheus.NewRegistry())
-	b.ReportAllocs()
-	for range b.N {
-		m.ObserveRequest("GET", "/v1/requests/:id", 200, 1500*time.Microsecond)
 	}
 }
 
@@ -269,14 +263,14 @@ asyncstatus_webhook_store_errors_total 4
 	}
 }
 
-// TestRouteSeries: RouteSeries counts into the same series as ObserveRequest
-// and makes a class's series only on its first answer.
+// TestRouteSeries: every RouteSeries of one route counts into the same series,
+// and a class's series is made only on its first answer.
 func TestRouteSeries(t *testing.T) {
 	m, _ := metrics.New(prometheus.NewRegistry())
 	r := m.RouteSeries("GET", "/v1/requests/:id")
 	r.Observe(200, time.Millisecond)
 	r.Observe(204, time.Millisecond)
-	m.ObserveRequest("GET", "/v1/requests/:id", 200, time.Millisecond)
+	m.RouteSeries("GET", "/v1/requests/:id").Observe(200, time.Millisecond)
 	r.Observe(700, time.Millisecond)
 	out := scrape(t, m)
 	for _, want := range []string{
@@ -298,18 +292,10 @@ func TestRouteSeries(t *testing.T) {
 	}
 }
 
-// BenchmarkRouteSeries is ObserveRequest's work through a kept RouteSeries,
-// on every core at once (as a busy server calls it).
+// BenchmarkRouteSeries is the metrics cost of one HTTP answer through a kept
+// RouteSeries, on every core at once (as a busy server calls it).
 func BenchmarkRouteSeries(b *testing.B) {
 	m, _ := metrics.New(prometheus.NewRegistry())
-	b.Run("ObserveRequest", func(b *testing.B) {
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				m.ObserveRequest("GET", "/v1/requests/:id", 200, 1500*time.Microsecond)
-			}
-		})
-	})
 	r := m.RouteSeries("GET", "/v1/requests/:id")
 	b.Run("RouteSeries", func(b *testing.B) {
 		b.ReportAllocs()

@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,33 +20,17 @@ type waitMetrics struct {
 
 func (m *Metrics) registerWait(reg *prometheus.Registry) error {
 	w := &m.wait
-	w.held = prometheus.NewGauge(prometheus.GaugeOpts{
-		Namespace: namespace, Subsystem: "wait", Name: "long_polls_held",
-		Help: "Long polls (Prefer: wait) this replica holds now.",
-	})
-	w.streams = prometheus.NewGauge(prometheus.GaugeOpts{
-		Namespace: namespace, Subsystem: "wait", Name: "streams_open",
-		Help: "Event streams (GET /v1/requests/{id}/stream) this replica holds open now.",
-	})
-	w.wakeups = prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: namespace, Subsystem: "wait", Name: "wakeups_total",
-		Help: "Waiters (long polls and streams) handed a fresh read because their request changed.",
-	})
+	w.held = newGauge("wait", "long_polls_held", "Long polls (Prefer: wait) this replica holds now.")
+	w.streams = newGauge("wait", "streams_open", "Event streams (GET /v1/requests/{id}/stream) this replica holds open now.")
+	w.wakeups = newCounter("wait", "wakeups_total", "Waiters (long polls and streams) handed a fresh read because their request changed.")
 	w.latency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: namespace, Subsystem: "wait", Name: "wakeup_seconds",
 		Help:    "Time from an announcement reaching this replica to its waiters holding the re-read state, per re-read.",
 		Buckets: wakeBuckets,
 	})
-	w.capped = prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: namespace, Subsystem: "wait", Name: "capped_total",
-		Help: "Long polls answered at once as ordinary polls (and streams ended after one event) because wait.max_waiters were held.",
-	})
-	for _, c := range []prometheus.Collector{w.held, w.streams, w.wakeups, w.latency, w.capped} {
-		if err := reg.Register(c); err != nil {
-			return fmt.Errorf("metrics: register: %w", err)
-		}
-	}
-	return nil
+	w.capped = newCounter("wait", "capped_total",
+		"Long polls answered at once as ordinary polls (and streams ended after one event) because wait.max_waiters were held.")
+	return register(reg, w.held, w.streams, w.wakeups, w.latency, w.capped)
 }
 
 // LongPollHeld adds delta (+1 when a long poll starts waiting, -1 when it ends).

@@ -246,7 +246,7 @@ func filterDigest(tenant string, f domain.ListFilter) [8]byte {
 	b.WriteString("\x00")
 	b.WriteString(f.Type)
 	b.WriteString("\x00")
-	for _, st := range f.Statuses { // sorted and unique (domain.DecodeListQuery)
+	for _, st := range f.Statuses { // sorted and unique (wire.DecodeListQuery)
 		b.WriteString(string(st) + ",")
 	}
 	for _, t := range []*time.Time{f.CreatedAfter, f.CreatedBefore} {

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/asyncstatus/asyncstatus/internal/defaults"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
 )
@@ -121,28 +122,28 @@ type Store struct {
 // start is the same as one that goes down later.
 func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 	if o.Prefix == "" {
-		o.Prefix = "as"
+		o.Prefix = defaults.KeyPrefix
 	}
 	if o.OpTimeout <= 0 {
-		o.OpTimeout = time.Second
+		o.OpTimeout = defaults.OpTimeout
 	}
 	if o.QueuedTimeout <= 0 {
-		o.QueuedTimeout = 24 * time.Hour
+		o.QueuedTimeout = defaults.QueuedTimeout
 	}
 	if o.ProcessingTimeout <= 0 {
-		o.ProcessingTimeout = 15 * time.Minute
+		o.ProcessingTimeout = defaults.ProcessingTimeout
 	}
 	if o.IdempotencyTTL <= 0 {
-		o.IdempotencyTTL = 24 * time.Hour
+		o.IdempotencyTTL = defaults.IdempotencyTTL
 	}
 	if len(o.Schedule) == 0 {
-		o.Schedule = []int{1, 2, 5, 10, 30}
+		o.Schedule = defaults.PollScheduleSeconds()
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	if o.RetentionBucket < time.Millisecond {
-		o.RetentionBucket = 10 * time.Second
+		o.RetentionBucket = defaults.SweepInterval
 	}
 	if o.TenantShards <= 0 {
 		o.TenantShards = 1
@@ -151,7 +152,7 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 		return nil, fmt.Errorf("store: %d tenant shards, at most %d", o.TenantShards, MaxTenantShards)
 	}
 	if o.WaitReplicas > 0 && o.WaitTimeout <= 0 {
-		o.WaitTimeout = 500 * time.Millisecond
+		o.WaitTimeout = defaults.WaitTimeout
 	}
 	if o.RateLimits != nil { // the scripts' constants are made of them now: keep them
 		r := *o.RateLimits
@@ -192,11 +193,10 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 		// client and closed with it. No coalescing wait: a lone call flushes at
 		// once, concurrent ones batch. Small batches (8), up to 8 in flight,
 		// unordered: while Redis runs one batch the next ones are written and
-		// answered, so this process and Redis work at the same time. One ordered
-		// stream of deep batches left them idle in turn (poll-only runs: 0.73-0.88x
-		// the baseline, against 0.82-0.96x; docs/performance.md, item 12). No caller
-		// needs an order across calls: each waits for its own reply before its
-		// next call.
+		// answered, so this process and Redis work at the same time, where one
+		// ordered stream of deep batches leaves them idle in turn
+		// (docs/performance.md, item 12). No caller needs an order across calls:
+		// each waits for its own reply before its next call.
 		apo := redis.DefaultAutoPipelineOptions()
 		apo.Unordered, apo.MaxConcurrentBatches, apo.MaxBatchSize = true, 8, 8
 		ap, err := c.AsyncAutoPipelineWithOptions(apo)
@@ -302,12 +302,6 @@ func joinInts(v []int) string {
 	}
 	return strings.Join(s, ",")
 }
-
-// Client is the underlying Redis client (for the rate limiter and health checks).
-func (s *Store) Client() redis.UniversalClient { return s.rdb }
-
-// Prefix is the key prefix.
-func (s *Store) Prefix() string { return s.k.prefix }
 
 func (s *Store) now() time.Time { return s.opts.Now() }
 
@@ -445,7 +439,7 @@ func unexpected(op string, r reply) error {
 // there. The result's Rate is set whenever the call was counted, also on errors.
 func (s *Store) Poll(ctx context.Context, p domain.PollParams) (domain.PollResult, error) {
 	// a paced poll (a caller) never serves events: only unpaced reads parse them
-	return s.read(ctx, p, p.Caller == "")
+	return s.read(ctx, p, p.Caller == domain.Unpaced)
 }
 
 // read runs poll.lua. Its reply is one string, the code digit, the rate limit

@@ -48,3 +48,21 @@ func (c *Clock) Add(d time.Duration) {
 	c.t = c.t.Add(d)
 	c.mu.Unlock()
 }
+
+// Paced runs steps one after the other in the background, sleeping pause
+// before each: a worker moving a request along while the test waits for it.
+// The channel receives the first step's error, or nil once all have run.
+func Paced(pause time.Duration, steps ...func() error) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		for _, s := range steps {
+			time.Sleep(pause)
+			if err := s(); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	return done
+}

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/asyncstatus/asyncstatus/internal/defaults"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/throttle"
 )
@@ -36,16 +37,12 @@ type Outbox interface {
 	ReapWebhookConsumers(ctx context.Context, tenant, self string, idle time.Duration) (int, error)
 }
 
-// DefaultRetrySchedule is webhooks.retry_schedule's default (spec §10).
-var DefaultRetrySchedule = []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute,
-	30 * time.Minute, time.Hour, 2 * time.Hour, 4 * time.Hour, 8 * time.Hour}
-
 // DispatcherOptions tune a Dispatcher.
 type DispatcherOptions struct {
 	// Timeout: a 2xx within this is a delivery (webhooks.timeout). default: 5s.
 	Timeout time.Duration
 	// RetrySchedule: the waits before each retry; after the last one fails the
-	// message is failed (webhooks.retry_schedule). default: DefaultRetrySchedule.
+	// message is failed (webhooks.retry_schedule). default: defaults.WebhookRetrySchedule.
 	RetrySchedule []time.Duration
 	// Guard decides which addresses may be dialled. Required.
 	Guard *Guard
@@ -130,10 +127,10 @@ func NewDispatcher(out Outbox, o DispatcherOptions) (*Dispatcher, error) {
 		return nil, errors.New("webhook dispatcher: Guard and Sealer are required")
 	}
 	if o.Timeout <= 0 {
-		o.Timeout = 5 * time.Second
+		o.Timeout = defaults.WebhookTimeout
 	}
 	if len(o.RetrySchedule) == 0 {
-		o.RetrySchedule = DefaultRetrySchedule
+		o.RetrySchedule = defaults.WebhookRetrySchedule()
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = 32

@@ -1,8 +1,6 @@
 package wire
 
 import (
-	"github.com/asyncstatus/asyncstatus/internal/domain"
-
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -14,6 +12,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
 
 var (

@@ -1,8 +1,6 @@
 package wire
 
 import (
-	"github.com/asyncstatus/asyncstatus/internal/domain"
-
 	"bytes"
 	"encoding/json"
 	"os"
@@ -10,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 

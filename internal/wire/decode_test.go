@@ -1,10 +1,10 @@
 package wire
 
 import (
-	"github.com/asyncstatus/asyncstatus/internal/domain"
-
 	"strings"
 	"testing"
+
+	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
 
 var lim = domain.Limits{ContextBytes: 64, ResultBytes: 64}

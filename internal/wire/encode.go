@@ -1,11 +1,11 @@
 package wire
 
 import (
-	"github.com/asyncstatus/asyncstatus/internal/domain"
-
 	"encoding/json"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
 
 // AppendRequest appends r's JSON representation to b: byte for byte what
@@ -67,9 +67,9 @@ func AppendRequest(b []byte, r *domain.Request) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// appendTime writes a Time as its MarshalJSON does. TimeLayout by hand:
-// time.AppendFormat re-parses the layout on every call, which was about a
-// tenth of the server's CPU per poll (three times per answer).
+// appendTime writes a Time as its MarshalJSON does. TimeLayout by hand,
+// because time.AppendFormat re-parses the layout on every call, three times per
+// answer (docs/performance.md, "Why the hot path looks as it does").
 func appendTime(b []byte, t domain.Time) []byte {
 	u := t.UTC()
 	y, mo, d := u.Date()
@@ -119,8 +119,8 @@ func appendRaw(b []byte, name string, raw json.RawMessage) ([]byte, error) {
 func verbatim(raw []byte) bool {
 	in := false
 	for i := 0; i < len(raw); i++ {
-		// Most bytes are none of the cases below: one table load skips them
-		// (the switch alone was ~7% of a poll's CPU).
+		// Most bytes are none of the cases below: one table load skips them,
+		// cheaper than the switch on every byte.
 		if !verbatimSpecial[raw[i]] {
 			continue
 		}

@@ -1,13 +1,13 @@
 package wire
 
 import (
-	"github.com/asyncstatus/asyncstatus/internal/domain"
-
 	"bytes"
 	"encoding/json"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
 
 // Bodies must be I-JSON (RFC 7493), so that everything the service stores and

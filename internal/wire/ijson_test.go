@@ -1,10 +1,10 @@
 package wire
 
 import (
-	"github.com/asyncstatus/asyncstatus/internal/domain"
-
 	"strings"
 	"testing"
+
+	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
 
 // TestIJSON: bodies that are not I-JSON (RFC 7493) answer VALIDATION_FAILED

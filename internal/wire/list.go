@@ -1,12 +1,12 @@
 package wire
 
 import (
-	"github.com/asyncstatus/asyncstatus/internal/domain"
-
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
 
 // listParams are the query parameters GET /v1/requests accepts.

@@ -1,11 +1,11 @@
 package wire
 
 import (
-	"github.com/asyncstatus/asyncstatus/internal/domain"
-
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
 
 func TestDecodeListQuery(t *testing.T) {

@@ -1,12 +1,12 @@
 package wire
 
 import (
-	"github.com/asyncstatus/asyncstatus/internal/domain"
-
 	"net/url"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
 
 // DecodeWebhook validates a registration body {"url", "events", "description"}.

@@ -1,10 +1,10 @@
 package wire
 
 import (
-	"github.com/asyncstatus/asyncstatus/internal/domain"
-
 	"strings"
 	"testing"
+
+	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
 
 // TestWebhookURLPort: a port outside 1..65535, or an empty one after the

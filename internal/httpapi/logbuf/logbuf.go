@@ -1,7 +1,7 @@
-// Package logbuf batches log lines into few writes. An unbuffered access log
-// costs one write system call per request, about a tenth of the server's CPU
-// per poll; batching them costs at most one flush interval of lines when the
-// process dies without Close (a crash, SIGKILL).
+// Package logbuf batches log lines into few writes, so that an access log does
+// not cost a write system call per request (docs/performance.md, "Why the hot
+// path looks as it does"); batching them costs at most one flush interval of
+// lines when the process dies without Close (a crash, SIGKILL).
 package logbuf
 
 import (
