@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
 	"strings"
 	"time"
 
@@ -36,12 +35,10 @@ const barrierTTL = 10 * time.Second
 // acknowledgedWrite reports whether a script's outcome is a write that a caller
 // is told succeeded: create, the transitions (also the sweeper's timeouts) and
 // delete. The sweeper's index cleanup and retention reapply answer nobody.
-func (s *Store) acknowledgedWrite(sc *redis.Script) bool {
-	return sc == s.sc.create || sc == s.sc.transition || sc == s.sc.remove
-}
+func (s *Store) acknowledgedWrite(sc *script) bool { return sc.ack }
 
 // waitsForReplicas reports whether calls of sc go through runReplicated.
-func (s *Store) waitsForReplicas(sc *redis.Script) bool {
+func (s *Store) waitsForReplicas(sc *script) bool {
 	return s.opts.WaitReplicas > 0 && s.acknowledgedWrite(sc)
 }
 
@@ -72,7 +69,7 @@ func errOutcomeUnknown(cause error) error {
 // that stopped answering makes the client re-read the topology at once, so that a
 // promoted replica is found within moments rather than at the next periodic
 // reload. A write script that may have reached Redis says its outcome is unknown.
-func (s *Store) scriptFailed(sc *redis.Script, err error) error {
+func (s *Store) scriptFailed(sc *script, err error) error {
 	if isRedisDown(err) {
 		s.reloadTopology()
 	}
@@ -155,18 +152,18 @@ func (s *Store) writeNode(ctx context.Context, key string) (pipeliner, error) {
 // runReplicated runs a write script, the write barrier and WAIT in one pipeline on
 // one connection, and refuses to acknowledge a write outcome that WAIT did not
 // confirm on Options.WaitReplicas replicas.
-func (s *Store) runReplicated(ctx context.Context, sc *redis.Script, keys []string, args ...any) (reply, error) {
+func (s *Store) runReplicated(ctx context.Context, sc *script, keys []string, args ...any) (reply, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout+s.opts.WaitTimeout)
 	defer cancel()
 	start := time.Now()
 	r, err := s.runWaited(ctx, sc, keys, args)
 	if o := s.opts.ScriptObserver; o != nil {
-		o.ObserveScript(s.sc.names[sc], time.Since(start), err)
+		o.ObserveScript(sc.name, time.Since(start), err)
 	}
 	return r, err
 }
 
-func (s *Store) runWaited(ctx context.Context, sc *redis.Script, keys []string, args []any) (reply, error) {
+func (s *Store) runWaited(ctx context.Context, sc *script, keys []string, args []any) (reply, error) {
 	barrier := s.barrierKey(keys[0])
 	eval := false // EVALSHA first; EVAL once Redis says it lost its script cache
 	_, cluster := s.rdb.(*redis.ClusterClient)
@@ -236,67 +233,4 @@ func (s *Store) pause(ctx context.Context, attempt int) bool {
 	case <-t.C:
 		return true
 	}
-}
-
-// decodeReply reads a script's answer: a string whose first byte is the outcome
-// code, or a flat array whose first element is.
-func decodeReply(v any) (reply, error) {
-	// The hot scripts (poll, create, transition) answer one string whose first
-	// byte is the code digit: Redis converts a Lua string into a reply faster than
-	// a table, and go-redis reads it with one allocation.
-	if str, ok := v.(string); ok {
-		if str == "" || str[0] < '0' || str[0] > '9' {
-			return reply{}, fmt.Errorf("unexpected script reply %q", truncateReply(str))
-		}
-		r := reply{code: int64(str[0] - '0'), str: str[1:]}
-		if strings.HasPrefix(r.str, ":") {
-			rate, rest, ok := parseRateReply(r.str[1:])
-			if !ok {
-				return reply{}, fmt.Errorf("unexpected script reply %q", truncateReply(str))
-			}
-			r.rate, r.str = rate, rest
-			rate.Allowed = r.code != codeRateLimited
-		}
-		return r, nil
-	}
-	arr, ok := v.([]any)
-	if !ok || len(arr) == 0 {
-		return reply{}, fmt.Errorf("unexpected script reply %T", v)
-	}
-	code, ok := arr[0].(int64)
-	if !ok {
-		return reply{}, fmt.Errorf("unexpected script outcome %T", arr[0])
-	}
-	return reply{code: code, rest: arr[1:]}, nil
-}
-
-// parseRateReply reads rate_reply's "<limit>,<remaining>,<reset ms>;" (after
-// its ':') and returns what follows it.
-func parseRateReply(s string) (*domain.RateInfo, string, bool) {
-	head, rest, ok := strings.Cut(s, ";")
-	if !ok {
-		return nil, "", false
-	}
-	var n [3]int64
-	for i := range n {
-		var f string
-		f, head, _ = strings.Cut(head, ",")
-		v, err := strconv.ParseInt(f, 10, 64)
-		if err != nil {
-			return nil, "", false
-		}
-		n[i] = v
-	}
-	if head != "" {
-		return nil, "", false
-	}
-	return &domain.RateInfo{Limit: n[0], Remaining: n[1], Reset: time.UnixMilli(n[2])}, rest, true
-}
-
-// truncateReply keeps an error message about a malformed reply short.
-func truncateReply(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "..."
-	}
-	return s
 }

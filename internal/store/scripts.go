@@ -18,12 +18,66 @@ import (
 	lua "github.com/asyncstatus/asyncstatus/scripts/lua"
 )
 
-// scripts are the loaded Lua scripts, each with the parts of lib.lua it uses prepended.
+// script is one loaded script of the registry.
+type script struct {
+	*redis.Script
+	// name is the file name without ".lua", for observers.
+	name string
+	// ack: its outcomes are writes a caller is told succeeded (durability.go:
+	// they wait for replicas, and one that may have run unanswered is
+	// "outcome unknown").
+	ack bool
+}
+
+// scripts are the loaded scripts, each with the constants and the parts of
+// lib.lua it uses prepended; every one is run by run (runEach for a pipeline).
 type scripts struct {
-	create, transition, poll, remove, sweep *redis.Script
-	list, reapply                           *redis.Script
-	// names are the script names for observers: the file name without ".lua".
-	names map[*redis.Script]string
+	create, transition, poll, remove, sweep, list, reapply *script
+	webhookRegister, webhookDelete, webhookClaim           *script
+	webhookSettle, webhookPrune, webhookReseal             *script
+}
+
+// registry names every script: its file, whether it is an acknowledged write,
+// and its place in scripts.
+var registry = []struct {
+	file string
+	ack  bool
+	slot func(*scripts) **script
+}{
+	{"create.lua", true, func(s *scripts) **script { return &s.create }},
+	{"transition.lua", true, func(s *scripts) **script { return &s.transition }},
+	{"poll.lua", false, func(s *scripts) **script { return &s.poll }},
+	{"delete.lua", true, func(s *scripts) **script { return &s.remove }},
+	{"sweep.lua", false, func(s *scripts) **script { return &s.sweep }},
+	{"list.lua", false, func(s *scripts) **script { return &s.list }},
+	{"reapply.lua", false, func(s *scripts) **script { return &s.reapply }},
+	{"webhook_register.lua", false, func(s *scripts) **script { return &s.webhookRegister }},
+	{"webhook_delete.lua", false, func(s *scripts) **script { return &s.webhookDelete }},
+	{"webhook_claim.lua", false, func(s *scripts) **script { return &s.webhookClaim }},
+	{"webhook_settle.lua", false, func(s *scripts) **script { return &s.webhookSettle }},
+	{"webhook_prune.lua", false, func(s *scripts) **script { return &s.webhookPrune }},
+	{"webhook_reseal.lua", false, func(s *scripts) **script { return &s.webhookReseal }},
+}
+
+func loadScripts(consts []luaConst) (scripts, error) {
+	var s scripts
+	for _, x := range registry {
+		rs, err := readScript(x.file, consts)
+		if err != nil {
+			return scripts{}, err
+		}
+		*x.slot(&s) = &script{Script: rs, name: strings.TrimSuffix(x.file, ".lua"), ack: x.ack}
+	}
+	return s, nil
+}
+
+// all is every script, in registry order.
+func (s *scripts) all() []*script {
+	out := make([]*script, len(registry))
+	for i, x := range registry {
+		out[i] = *x.slot(s)
+	}
+	return out
 }
 
 // readScript is one embedded script with the constants of cs it uses (Lua
@@ -153,27 +207,6 @@ func libFor(lib, body string) string {
 	return strings.Join(out, "\n\n")
 }
 
-func loadScripts(consts []luaConst) (scripts, error) {
-	var err error
-	s := scripts{names: map[*redis.Script]string{}}
-	for _, x := range []struct {
-		dst  **redis.Script
-		name string
-	}{{&s.create, "create.lua"}, {&s.transition, "transition.lua"}, {&s.poll, "poll.lua"},
-		{&s.remove, "delete.lua"}, {&s.sweep, "sweep.lua"}, {&s.list, "list.lua"},
-		{&s.reapply, "reapply.lua"}} {
-		if *x.dst, err = readScript(x.name, consts); err != nil {
-			return scripts{}, err
-		}
-		s.names[*x.dst] = strings.TrimSuffix(x.name, ".lua")
-	}
-	return s, nil
-}
-
-func (s scripts) all() []*redis.Script {
-	return []*redis.Script{s.create, s.transition, s.poll, s.remove, s.sweep, s.list, s.reapply}
-}
-
 // reply is a script's answer: its outcome code, then either the values of a
 // table answer (rest) or the rest of a string answer (str; see decodeReply).
 type reply struct {
@@ -208,8 +241,74 @@ const (
 	codeNothingToDo = 7
 	// 8 is retired (delete.lua no longer reads before it writes).
 	codeRateLimited = 9
-	// 10 (lease lost) and 20 (webhook limit) belong to the webhook scripts (webhooks.go).
+	// codeLeaseLost: webhook_settle.lua found another replica holding the retry.
+	codeLeaseLost = 10
+	// codeWebhookLimit: webhook_register.lua found the tenant at its endpoint limit.
+	codeWebhookLimit = 20
 )
+
+// decodeReply reads a script's answer: a string whose first byte is the outcome
+// code, or a flat array whose first element is.
+func decodeReply(v any) (reply, error) {
+	// The hot scripts (poll, create, transition) answer one string whose first
+	// byte is the code digit: Redis converts a Lua string into a reply faster than
+	// a table, and go-redis reads it with one allocation.
+	if str, ok := v.(string); ok {
+		if str == "" || str[0] < '0' || str[0] > '9' {
+			return reply{}, fmt.Errorf("unexpected script reply %q", truncateReply(str))
+		}
+		r := reply{code: int64(str[0] - '0'), str: str[1:]}
+		if strings.HasPrefix(r.str, ":") {
+			rate, rest, ok := parseRateReply(r.str[1:])
+			if !ok {
+				return reply{}, fmt.Errorf("unexpected script reply %q", truncateReply(str))
+			}
+			r.rate, r.str = rate, rest
+			rate.Allowed = r.code != codeRateLimited
+		}
+		return r, nil
+	}
+	arr, ok := v.([]any)
+	if !ok || len(arr) == 0 {
+		return reply{}, fmt.Errorf("unexpected script reply %T", v)
+	}
+	code, ok := arr[0].(int64)
+	if !ok {
+		return reply{}, fmt.Errorf("unexpected script outcome %T", arr[0])
+	}
+	return reply{code: code, rest: arr[1:]}, nil
+}
+
+// parseRateReply reads rate_reply's "<limit>,<remaining>,<reset ms>;" (after
+// its ':') and returns what follows it.
+func parseRateReply(s string) (*domain.RateInfo, string, bool) {
+	head, rest, ok := strings.Cut(s, ";")
+	if !ok {
+		return nil, "", false
+	}
+	var n [3]int64
+	for i := range n {
+		var f string
+		f, head, _ = strings.Cut(head, ",")
+		v, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return nil, "", false
+		}
+		n[i] = v
+	}
+	if head != "" {
+		return nil, "", false
+	}
+	return &domain.RateInfo{Limit: n[0], Remaining: n[1], Reset: time.UnixMilli(n[2])}, rest, true
+}
+
+// truncateReply keeps an error message about a malformed reply short.
+func truncateReply(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
+}
 
 // scriptError is the one place where a script's outcome becomes a domain error.
 // Callers decode the outcomes that carry a result (ok, replay, and their own
@@ -278,7 +377,7 @@ var errNothingToDo = errors.New("nothing to do")
 // run executes a script (EVALSHA, falling back to EVAL when Redis lost its script
 // cache) and decodes the outcome code. With Options.WaitReplicas > 0, the writes
 // callers are told about also wait for the replicas (durability.go).
-func (s *Store) run(ctx context.Context, sc *redis.Script, keys []string, args ...any) (reply, error) {
+func (s *Store) run(ctx context.Context, sc *script, keys []string, args ...any) (reply, error) {
 	if s.waitsForReplicas(sc) {
 		return s.runReplicated(ctx, sc, keys, args...)
 	}
@@ -287,7 +386,7 @@ func (s *Store) run(ctx context.Context, sc *redis.Script, keys []string, args .
 	start := time.Now()
 	v, err := s.eval(ctx, sc, keys, args)
 	if o := s.opts.ScriptObserver; o != nil {
-		o.ObserveScript(s.sc.names[sc], time.Since(start), err)
+		o.ObserveScript(sc.name, time.Since(start), err)
 	}
 	if err != nil {
 		return reply{}, s.scriptFailed(sc, err)
@@ -308,7 +407,7 @@ type scriptCall struct {
 // Over in-memory pipes (no autopipeline: the embedded store) the pipeline is
 // cut into pipelineChunk/3 calls, which they carry without deadlock.
 // Redis that lost the script gets it loaded (SCRIPT LOAD) and the calls again.
-func (s *Store) runEach(ctx context.Context, sc *redis.Script, calls []scriptCall) ([]reply, error) {
+func (s *Store) runEach(ctx context.Context, sc *script, calls []scriptCall) ([]reply, error) {
 	if len(calls) == 1 {
 		r, err := s.run(ctx, sc, calls[0].keys, calls[0].args...)
 		return []reply{r}, err
@@ -347,7 +446,7 @@ func (s *Store) runEach(ctx context.Context, sc *redis.Script, calls []scriptCal
 		if o := s.opts.ScriptObserver; o != nil {
 			d := time.Since(start) // each call waited for the whole pipeline
 			for _, c := range cmds {
-				o.ObserveScript(s.sc.names[sc], d, c.Err())
+				o.ObserveScript(sc.name, d, c.Err())
 			}
 		}
 		if err != nil {
@@ -369,7 +468,7 @@ func (s *Store) runEach(ctx context.Context, sc *redis.Script, calls []scriptCal
 // autopipeliner; it runs on the autopipeliner's own context, so the wait for its
 // reply is what ctx bounds (an abandoned call may still run, as a timed-out one
 // may on a plain connection: scriptFailed says so for writes).
-func (s *Store) eval(ctx context.Context, sc *redis.Script, keys []string, args []any) (any, error) {
+func (s *Store) eval(ctx context.Context, sc *script, keys []string, args []any) (any, error) {
 	if s.ap == nil {
 		return sc.Run(ctx, s.rdb, keys, args...).Result()
 	}

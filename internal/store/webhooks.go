@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,10 +41,6 @@ const (
 	outboxCap = 100000
 	// webhookLogCap is how many attempts an endpoint's delivery log keeps.
 	webhookLogCap = 100
-	// codeWebhookLimit: webhook_register.lua found the tenant at its endpoint limit.
-	codeWebhookLimit = 20
-	// codeLeaseLost: webhook_settle.lua found another replica holding the retry.
-	codeLeaseLost = 10
 )
 
 // outboxHook tells an in-process dispatcher that a tenant's outbox may have
@@ -70,49 +65,6 @@ func (s *Store) OnOutbox(f func(tenant string)) {
 		return
 	}
 	s.outboxHook.f.Store(&f)
-}
-
-// webhookScripts are the webhook scripts, with their lib.lua helpers like the others.
-// They are not in scripts.all(): Script.Run falls back to EVAL when Redis lost
-// them, and none of them runs in a pipeline.
-type webhookScripts struct{ register, remove, claim, settle, prune, reseal *redis.Script }
-
-var loadWebhookScripts = sync.OnceValues(func() (webhookScripts, error) {
-	var w webhookScripts
-	var err error
-	for _, x := range []struct {
-		dst  **redis.Script
-		name string
-	}{{&w.register, "webhook_register.lua"}, {&w.remove, "webhook_delete.lua"}, {&w.claim, "webhook_claim.lua"},
-		{&w.settle, "webhook_settle.lua"}, {&w.prune, "webhook_prune.lua"}, {&w.reseal, "webhook_reseal.lua"}} {
-		if *x.dst, err = readScript(x.name, nil); err != nil {
-			return webhookScripts{}, err
-		}
-	}
-	return w, nil
-})
-
-// runWebhook runs a webhook script under the op timeout, reporting it to the
-// script observer under name.
-func (s *Store) runWebhook(ctx context.Context, name string, pick func(webhookScripts) *redis.Script, keys []string, args ...any) (reply, error) {
-	w, err := loadWebhookScripts()
-	if err != nil {
-		return reply{}, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
-	defer cancel()
-	start := time.Now()
-	v, err := pick(w).Run(ctx, s.rdb, keys, args...).Result()
-	if o := s.opts.ScriptObserver; o != nil {
-		o.ObserveScript(name, time.Since(start), err)
-	}
-	if err != nil {
-		if isRedisDown(err) {
-			s.reloadTopology()
-		}
-		return reply{}, err
-	}
-	return decodeReply(v)
 }
 
 // eventLetter is the one-letter code of an event in filters and outbox entries:
@@ -148,8 +100,7 @@ func (s *Store) SaveWebhook(ctx context.Context, tenant string, w domain.Webhook
 	if err := s.sadd(ctx, s.k.webhookTenants(), tenant); err != nil {
 		return backend("register webhook", err)
 	}
-	r, err := s.runWebhook(ctx, "webhook_register", func(w webhookScripts) *redis.Script { return w.register },
-		[]string{s.k.webhook(tenant, w.ID), s.k.webhookFilter(tagOf(tenant)), s.k.meta(tagOf(tenant))},
+	r, err := s.run(ctx, s.sc.webhookRegister, []string{s.k.webhook(tenant, w.ID), s.k.webhookFilter(tagOf(tenant)), s.k.meta(tagOf(tenant))},
 		w.ID, eventLetters(w.Events), max,
 		"u", w.URL, "ev", eventLetters(w.Events), "d", w.Description, "ca", ms(w.CreatedAt.Time), "k", w.SealedSecret)
 	if err != nil {
@@ -234,8 +185,7 @@ func (s *Store) Webhook(ctx context.Context, tenant, id string) (*domain.Webhook
 // reports false, and changes nothing, when the endpoint is gone or holds
 // another secret.
 func (s *Store) ReplaceWebhookSecret(ctx context.Context, tenant, id, sealed, resealed string) (bool, error) {
-	r, err := s.runWebhook(ctx, "webhook_reseal", func(w webhookScripts) *redis.Script { return w.reseal },
-		[]string{s.k.webhook(tenant, id)}, sealed, resealed)
+	r, err := s.run(ctx, s.sc.webhookReseal, []string{s.k.webhook(tenant, id)}, sealed, resealed)
 	if err != nil {
 		return false, backend("reseal webhook secret", err)
 	}
@@ -290,16 +240,14 @@ func sortWebhooks(ws []domain.Webhook) {
 // DeleteWebhook removes an endpoint and its delivery log. Its messages still in
 // the outbox are dropped when a dispatcher meets them.
 func (s *Store) DeleteWebhook(ctx context.Context, tenant, id string) error {
-	r, err := s.runWebhook(ctx, "webhook_delete", func(w webhookScripts) *redis.Script { return w.remove },
-		[]string{s.k.webhook(tenant, id), s.k.webhookFilter(tagOf(tenant)), s.k.webhookLog(tagOf(tenant), id), s.k.meta(tagOf(tenant))}, id)
+	r, err := s.run(ctx, s.sc.webhookDelete, []string{s.k.webhook(tenant, id), s.k.webhookFilter(tagOf(tenant)), s.k.webhookLog(tagOf(tenant), id), s.k.meta(tagOf(tenant))}, id)
 	if err != nil {
 		return backend("delete webhook", err)
 	}
 	// The other shards' copies and logs, with the same script on each shard's
 	// keys (no endpoint hash there: it deletes nothing).
 	for _, tag := range s.tenantTags(tenant)[1:] {
-		if _, err := s.runWebhook(ctx, "webhook_delete", func(w webhookScripts) *redis.Script { return w.remove },
-			[]string{s.k.webhook(shardName(tag), id), s.k.webhookFilter(tag), s.k.webhookLog(tag, id), s.k.meta(tag)}, id); err != nil {
+		if _, err := s.run(ctx, s.sc.webhookDelete, []string{s.k.webhook(shardName(tag), id), s.k.webhookFilter(tag), s.k.webhookLog(tag, id), s.k.meta(tag)}, id); err != nil {
 			return backend("delete webhook", err)
 		}
 	}
@@ -400,12 +348,11 @@ func (s *Store) WebhookTenants(ctx context.Context) ([]domain.WebhookTenant, err
 // every shard's outbox is empty.
 func (s *Store) PruneWebhookTenant(ctx context.Context, tenant string) (bool, error) {
 	prune := func(name string) (bool, error) {
-		r, err := s.runWebhook(ctx, "webhook_prune", func(w webhookScripts) *redis.Script { return w.prune },
-			[]string{s.k.webhookFilter(tagOf(name)), s.k.outbox(tagOf(name)), s.k.webhookRetries(tagOf(name))})
+		r, err := s.run(ctx, s.sc.webhookPrune, []string{s.k.webhookFilter(tagOf(name)), s.k.outbox(tagOf(name)), s.k.webhookRetries(tagOf(name))})
 		if err != nil {
 			return false, backend("prune webhook tenant", err)
 		}
-		return r.code == 1, nil
+		return r.code == codeOK, nil
 	}
 	if tenantOf(tenant) != tenant {
 		_, err := prune(tenant)
@@ -565,8 +512,7 @@ func (s *Store) ClaimWebhookRetries(ctx context.Context, tenants []string, now, 
 		if count <= 0 {
 			break
 		}
-		r, err := s.runWebhook(ctx, "webhook_claim", func(w webhookScripts) *redis.Script { return w.claim },
-			[]string{s.k.webhookRetries(tagOf(t))}, ms(now), ms(leaseUntil), count)
+		r, err := s.run(ctx, s.sc.webhookClaim, []string{s.k.webhookRetries(tagOf(t))}, ms(now), ms(leaseUntil), count)
 		if err != nil {
 			return out, backend("claim webhook retries", err)
 		}
@@ -695,8 +641,7 @@ func (s *Store) SettleWebhook(ctx context.Context, m domain.WebhookMessage, o do
 	if m.Retry != "" {
 		lease = strconv.FormatInt(m.Lease, 10)
 	}
-	r, err := s.runWebhook(ctx, "webhook_settle", func(w webhookScripts) *redis.Script { return w.settle },
-		[]string{s.k.outbox(tagOf(m.Queue())), s.k.webhookRetries(tagOf(m.Queue())), s.k.webhookLog(tagOf(m.Queue()), m.EndpointID)},
+	r, err := s.run(ctx, s.sc.webhookSettle, []string{s.k.outbox(tagOf(m.Queue())), s.k.webhookRetries(tagOf(m.Queue())), s.k.webhookLog(tagOf(m.Queue()), m.EndpointID)},
 		webhookGroup, m.EntryID, m.Retry, lease, next, due, log, webhookLogCap, force)
 	if err != nil {
 		return backend("settle webhook message "+m.ID, err)

@@ -4,11 +4,11 @@
 -- and messages: a registration after it simply starts a new outbox.
 -- KEYS[1] webhook filter hash    KEYS[2] outbox stream
 -- KEYS[3] retry zset
--- Returns {1} pruned | {0} still in use
+-- Returns {0} pruned | {7} still in use: nothing to do
 local filter, outbox, retries = KEYS[1], KEYS[2], KEYS[3]
 
 if rcall('HLEN', filter) > 0 or rcall('XLEN', outbox) > 0 or rcall('ZCARD', retries) > 0 then
-  return {0}
+  return {7}
 end
 rcall('DEL', outbox)
-return {1}
+return {0}
