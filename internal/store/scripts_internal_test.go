@@ -11,30 +11,84 @@ import (
 	lua "github.com/asyncstatus/asyncstatus/scripts/lua"
 )
 
-// TestLibFor pins how scripts get their helpers: what a script calls, and what
-// those helpers call in turn, is prepended; nothing else, and names that only
-// comments mention do not count. (Every script's own tests show that nothing
-// it needs is missing: a missing helper fails its first call.)
+// TestLibFor pins how scripts get their helpers: what a script names in its
+// "--- @include" lines, and what those helpers include in turn, is prepended;
+// nothing else, in lib's order.
 func TestLibFor(t *testing.T) {
 	lib := "-- header\nlocal rcall = redis.call\n\n" +
-		"-- a: uses SEP\nlocal function a() return SEP end\n\n" +
 		"-- SEP: the separator\nlocal SEP = '|'\n\n" +
+		"-- a: uses SEP\n--- @include \"SEP\"\nlocal function a() return SEP end\n\n" +
 		"local X = 1\nlocal function uses_x() return X end\n\n" +
-		"local function unused() return rcall('PING') end"
+		"--- @include \"rcall\"\nlocal function unused() return rcall('PING') end"
+	inc := func(names ...string) string {
+		var b strings.Builder
+		for _, n := range names {
+			b.WriteString("--- @include \"" + n + "\"\n")
+		}
+		return b.String()
+	}
 	for _, tc := range []struct {
 		body string
 		want []string // the definitions prepended, in lib's order
 	}{
-		{"return rcall('GET', KEYS[1])", []string{"local rcall"}},
-		{"return a()", []string{"local function a", "local SEP"}},
+		{inc("rcall") + "return rcall('GET', KEYS[1])", []string{"local rcall"}},
+		{inc("a") + "return a()", []string{"local SEP", "local function a"}},
 		{"-- calls unused() and a() in a comment only\nreturn 1", nil},
-		{"return uses_x()", []string{"local X", "local function uses_x"}}, // one paragraph, whole
-		{"return rcall('GET', KEYS[1]) .. a() .. X", []string{"local rcall", "local function a", "local SEP", "local X", "local function uses_x"}},
+		{inc("uses_x") + "return uses_x()", []string{"local X", "local function uses_x"}}, // one paragraph, whole
+		{inc("X") + "return X", []string{"local X", "local function uses_x"}},
+		{inc("a", "X", "rcall") + "return rcall('GET', KEYS[1]) .. a() .. X", []string{"local rcall", "local SEP", "local function a", "local X", "local function uses_x"}},
 	} {
-		got := libDefinition.FindAllString(libFor(lib, tc.body), -1)
+		head, err := libFor(lib, tc.body)
+		if err != nil {
+			t.Errorf("libFor(%q): %v", tc.body, err)
+			continue
+		}
+		got := libDefinition.FindAllString(head, -1)
 		if strings.Join(got, ";") != strings.Join(tc.want, ";") {
 			t.Errorf("libFor(%q) defines %q, want %q", tc.body, got, tc.want)
 		}
+	}
+}
+
+// TestLibForRefuses: a script that uses a helper without including it does
+// not load (rather than failing at its first call), nor does one that
+// includes what it does not use, names no helper, or a lib helper that
+// includes one defined after it.
+func TestLibForRefuses(t *testing.T) {
+	lib := "local rcall = redis.call\n\n" +
+		"local SEP = '|'\n\n" +
+		"--- @include \"SEP\"\nlocal function a() return SEP end\n\n" +
+		"local function b() return rcall('PING') end"
+	for _, tc := range []struct{ body, want string }{
+		{"return rcall('GET', KEYS[1])", "without --- @include \"rcall\""},
+		{"--- @include \"b\"\nreturn b()", "without --- @include \"rcall\""}, // b's own include is missing
+		{"--- @include \"rcall\"\nreturn 1", "\"rcall\": not used"},
+		{"--- @include \"nope\"\nreturn nope()", "no such helper"},
+	} {
+		_, err := libFor(lib, tc.body)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("libFor(%q) = %v, want an error with %q", tc.body, err, tc.want)
+		}
+	}
+	late := "--- @include \"SEP\"\nlocal function a() return SEP end\n\nlocal SEP = '|'"
+	if _, err := libFor(late, "--- @include \"a\"\nreturn a()"); err == nil || !strings.Contains(err.Error(), "defined after it") {
+		t.Errorf("a helper including a later one: %v", err)
+	}
+	// The real loader refuses too: a registry script whose helper went missing.
+	body, err := fs.ReadFile(lua.FS, "poll.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	real, err := fs.ReadFile(lua.FS, "lib.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := strings.Replace(string(body), "--- @include \"rec_head\"\n", "", 1)
+	if cut == string(body) {
+		t.Fatal("poll.lua no longer includes rec_head: pick another helper")
+	}
+	if _, err := libFor(string(real), cut); err == nil || !strings.Contains(err.Error(), "rec_head") {
+		t.Errorf("poll.lua without its rec_head include: %v", err)
 	}
 }
 
@@ -57,8 +111,12 @@ func TestScriptsCarryOnlyTheirHelpers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		head, err := libFor(string(lib), string(body))
+		if err != nil {
+			t.Fatal(err)
+		}
 		defined := map[string]bool{}
-		for _, m := range libDefinition.FindAllStringSubmatch(libFor(string(lib), string(body)), -1) {
+		for _, m := range libDefinition.FindAllStringSubmatch(head, -1) {
 			defined[m[1]] = true
 		}
 		for _, n := range tc.with {

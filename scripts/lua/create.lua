@@ -24,6 +24,10 @@
 --   "4" idempotency key reused with another body | "5" .. id replay: the key already made request id
 --   "9" rate limited: nothing written but the counters
 -- When counted, every code but 2 is followed by rate_count's ":<limit>,<remaining>,<reset>;".
+--- @include "rcall"
+--- @include "rate_count"
+--- @include "emit_webhooks"
+--- @include "audit_add"
 local record, meta, qset, hooks, outbox, idem =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[7]
 local id, now, rec = ARGV[1], ARGV[2], ARGV[3]

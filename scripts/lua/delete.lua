@@ -15,6 +15,13 @@
 -- Returns one string (see poll.lua): "0" deleted | "1" not found
 --   "9" rate limited: nothing removed
 -- When counted, the code is followed by rate_count's ":<limit>,<remaining>,<reset>;".
+--- @include "rcall"
+--- @include "rate_count"
+--- @include "rec_split"
+--- @include "rec_head"
+--- @include "gone"
+--- @include "audit_add"
+--- @include "audit_seq"
 local record, id = KEYS[1], ARGV[1]
 local rl = ''
 if KEYS[8] then

@@ -5,8 +5,8 @@ package lua
 
 import "embed"
 
-// FS holds every *.lua file. Each script gets the parts of lib.lua it uses
-// prepended (internal/store/scripts.go, libFor).
+// FS holds every *.lua file. Each script gets the parts of lib.lua it names in
+// its "--- @include" lines prepended (internal/store/scripts.go, libFor).
 //
 //go:embed *.lua
 var FS embed.FS

@@ -1,7 +1,10 @@
--- lib.lua: helpers for the scripts. The Go loader (internal/store/scripts.go) prepends
--- to each script the paragraphs (blocks between blank lines) whose definitions it
--- uses, directly or through another helper: keep one helper with its comment per
--- paragraph, and no blank line inside one.
+-- lib.lua: helpers for the scripts. A script names each helper it uses in a
+-- '--- @include "name"' line; the Go loader (internal/store/scripts.go, libFor)
+-- prepends the paragraphs (blocks between blank lines) defining them, with the
+-- ones those paragraphs include in turn, and refuses a script that uses a
+-- helper it does not include. Keep one helper with its comment and its own
+-- includes per paragraph, no blank line inside one, and a helper after those
+-- it includes.
 -- Portable Lua only (Redis 7 and miniredis): no cjson, no cmsgpack, no bit; numbers
 -- leave Lua through string.format('%.0f') so both runtimes print them alike.
 local rcall = redis.call
@@ -11,6 +14,8 @@ local function fmt_ms(n)
   return string.format('%.0f', n)
 end
 
+--- @include "rcall"
+--- @include "fmt_ms"
 -- rate_count counts one call against its credential's fixed window (counter
 -- ckey, climit calls per cwindow ms) and then, only if that allows it, against
 -- its tenant's (tkey, ...), so that a credential ignoring Retry-After spends its
@@ -78,6 +83,7 @@ local function rec_split(s)
   return {string.match(s, SPLIT)}
 end
 
+--- @include "SEP"
 local function rec_join(t)
   return table.concat(t, SEP, 1, 14)
 end
@@ -98,6 +104,7 @@ local function terminal(st)
   return st == 's' or st == 'f' or st == 'c' or st == 'e'
 end
 
+--- @include "rcall"
 -- emit_webhooks appends one outbox entry (XADD to the tenant's outbox stream)
 -- per webhook endpoint whose event filter (a string of event letters in the
 -- filter hash: q created, p processing, s f c e terminal) contains ev. The
@@ -122,6 +129,7 @@ local function emit_webhooks(hooks, outbox, maxlen, ev, id, now, rec)
   return n
 end
 
+--- @include "rcall"
 -- audit_add appends one audit entry to the tenant's audit stream, in the step
 -- that made the change (docs/operations.md, Audit trail): one value, fields
 -- joined by byte 31: request id, version after the change, the /events seq of

@@ -24,6 +24,7 @@
 --   more: 1 when more ids follow (a next page);
 --   last_id: position to resume after ("" when nothing was returned).
 --         | {2} tenant frozen
+--- @include "rcall"
 local maxs, mins = ARGV[3], ARGV[4]
 local cid = ARGV[5]
 local has_cursor = cid ~= ''

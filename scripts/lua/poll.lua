@@ -20,6 +20,13 @@
 --   1 not found (or past retention) | 2 tenant frozen: n = 0
 --   3 polled too early: n = seconds left (pacing state unchanged)
 --   9 rate limited: n = 0 (nothing else counted or read)
+--- @include "rcall"
+--- @include "fmt_ms"
+--- @include "rate_count"
+--- @include "per_type"
+--- @include "rec_head"
+--- @include "gone"
+--- @include "terminal"
 local record, meta, pacing = KEYS[1], KEYS[2], KEYS[3]
 local now, caller = ARGV[1], ARGV[2]
 

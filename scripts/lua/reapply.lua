@@ -15,6 +15,13 @@
 -- forever), RETENTION_BY_TYPE (";t=ms;"), BUCKET_WIDTH (ms): the configuration
 -- of the process that runs the command.
 -- Returns {0, updated, deleted, unchanged, skipped}
+--- @include "rcall"
+--- @include "fmt_ms"
+--- @include "per_type"
+--- @include "rec_split"
+--- @include "rec_join"
+--- @include "gone"
+--- @include "terminal"
 local buckets, now, dry = KEYS[1], tonumber(ARGV[1]), ARGV[2] == '1'
 local w = BUCKET_WIDTH
 local updated, deleted, unchanged, skipped = 0, 0, 0, 0

@@ -14,6 +14,10 @@
 --         "<prefix><status letter>:<type>" (same slot)
 -- Returns {0, removed, left, taken}: index entries removed, entries left in the
 -- bucket, entries taken from it
+--- @include "rcall"
+--- @include "rec_head"
+--- @include "gone"
+--- @include "terminal"
 local bucket, now = KEYS[1], ARGV[1]
 local entries = rcall('LRANGE', bucket, 0, tonumber(ARGV[2]) - 1)
 local removed = 0

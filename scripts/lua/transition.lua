@@ -52,6 +52,18 @@
 --   "9" rate limited: nothing written but the counters
 -- When counted, the code is followed by rate_count's ":<limit>,<remaining>,<reset>;"
 -- (before the record).
+--- @include "rcall"
+--- @include "fmt_ms"
+--- @include "rate_count"
+--- @include "per_type"
+--- @include "rec_split"
+--- @include "rec_join"
+--- @include "gone"
+--- @include "terminal"
+--- @include "emit_webhooks"
+--- @include "audit_add"
+--- @include "audit_seq"
+--- @include "failure_code"
 local record, deadlines, buckets, pacing, meta, hooks, outbox, idem =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[10]
 local to, now, by, payload, guard, id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[6], ARGV[8]

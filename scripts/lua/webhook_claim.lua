@@ -5,6 +5,7 @@
 -- ARGV[1] now (unix ms)          ARGV[2] lease until (unix ms)
 -- ARGV[3] most members to claim
 -- Returns {0, member, ...} the members claimed, each now scored ARGV[2]
+--- @include "rcall"
 local retries = KEYS[1]
 
 local due = rcall('ZRANGEBYSCORE', retries, '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))

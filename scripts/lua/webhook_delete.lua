@@ -5,6 +5,7 @@
 -- KEYS[3] delivery log list      KEYS[4] tenant meta hash ("wh" goes with the last endpoint)
 -- ARGV[1] endpoint id
 -- Returns {0, endpoints left} removed | {1} not found
+--- @include "rcall"
 local endpoint, filter, log = KEYS[1], KEYS[2], KEYS[3]
 
 local had = rcall('HDEL', filter, ARGV[1]) + rcall('DEL', endpoint)

@@ -5,6 +5,7 @@
 -- KEYS[1] webhook filter hash    KEYS[2] outbox stream
 -- KEYS[3] retry zset
 -- Returns {0} pruned | {7} still in use: nothing to do
+--- @include "rcall"
 local filter, outbox, retries = KEYS[1], KEYS[2], KEYS[3]
 
 if rcall('HLEN', filter) > 0 or rcall('XLEN', outbox) > 0 or rcall('ZCARD', retries) > 0 then

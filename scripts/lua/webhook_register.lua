@@ -8,6 +8,7 @@
 -- ARGV[3] most endpoints a tenant may have
 -- ARGV[4..] endpoint hash field, value pairs
 -- Returns {0} registered | {20} the tenant has ARGV[3] endpoints already
+--- @include "rcall"
 local endpoint, filter = KEYS[1], KEYS[2]
 
 if rcall('HLEN', filter) >= tonumber(ARGV[3]) then return {20} end

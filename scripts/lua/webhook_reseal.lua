@@ -5,6 +5,7 @@
 -- KEYS[1] endpoint hash
 -- ARGV[1] sealed secret read      ARGV[2] the same secret sealed again
 -- Returns {0} replaced | {1} the endpoint is gone or holds another secret
+--- @include "rcall"
 if rcall('HGET', KEYS[1], 'k') ~= ARGV[1] then return {1} end
 rcall('HSET', KEYS[1], 'k', ARGV[2])
 return {0}

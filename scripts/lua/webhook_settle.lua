@@ -20,6 +20,7 @@
 -- ARGV[9] "1" when the message is done whatever the lease (delivered, or its
 --         endpoint is gone); "" when only the lease holder may end it (final failure)
 -- Returns {0} settled | {10} lease lost: only logged (and removed when delivered)
+--- @include "rcall"
 local outbox, retries, log = KEYS[1], KEYS[2], KEYS[3]
 local held, nextm = ARGV[3], ARGV[5]
 
