@@ -48,7 +48,7 @@ var benchCode = map[domain.Status]string{
 // type) index, the types set, deadlines; no retention buckets, which listing
 // does not read), created one every 2.6 s over the last
 // 30 days (for n = 1M). It returns the created_at of the middle request.
-// Record field positions (scripts/lua/lib.lua), for seeding records directly.
+// Record field positions (record.go), for seeding records directly.
 const (
 	fieldExpires    = 3
 	fieldUpdated    = 5
@@ -95,7 +95,7 @@ func seedShards(b *testing.B, rdb redis.Cmdable, prefix string, tags []string, n
 			typ := "type-" + strconv.Itoa(i%benchTypes)
 			st := benchStatus(r)
 			c := benchCode[st]
-			// the record in scripts/lua/lib.lua's layout: s v t ex b ua co ev rt c g r f x
+			// the record in record.go's layout: s v t ex b ua co ev rt c g r f x
 			f := []string{c, "2", typ, "", "key_bench", "0", "", "", "", `{"account":"acc_881204","year":2025,"format":"pdf","locale":"en-GB"}`, "", "", "", ""}
 			if st.Terminal() {
 				ex := ca + 5000 + int64(720*time.Hour/time.Millisecond)

@@ -144,7 +144,7 @@ func TestReapplyManyRecords(t *testing.T) {
 	})
 }
 
-// setRecordField rewrites field i (0-based, scripts/lua/lib.lua's layout) of the
+// setRecordField rewrites field i (0-based, record.go's layout) of the
 // record at key, keeping its TTL.
 func setRecordField(tb testing.TB, rdb redis.UniversalClient, key string, i int, v string) {
 	tb.Helper()

@@ -10,9 +10,14 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
 
-// A record is one Redis string: 14 fields joined by recordSep. The scripts
-// (scripts/lua/lib.lua, which documents the layout) read and rewrite it; Go
-// builds the first one (newRecord) and decodes every one it is given.
+// A record is one Redis string: recordFields fields joined by recordSep, in the
+// order of the constants below. This is the one definition of the layout: the
+// scripts read and rewrite records through the constants recordConstants
+// hands them (F_STATUS for fStatus, ...); Go builds the first record
+// (newRecord) and decodes every one it is given. No value can contain
+// recordSep: JSON texts hold control characters only escaped, and types, key
+// ids and numbers are plain. created_at is the id's own UUIDv7 millisecond, so
+// it is not stored.
 //
 // Why a string and not a hash: a hash is compact (listpack) only while every value
 // is at most 64 bytes, and a request's context and result are usually longer; as a
@@ -21,24 +26,46 @@ import (
 // created_at, it takes about 600 B (docs/performance.md has the figures).
 const recordSep = '\x1f'
 
-// Field positions (0-based) in a record.
+// Field positions (0-based) in a record. rec_head in lib.lua reads the
+// status, the type and expires_at by a pattern of their own, so those three
+// keep positions 0, 2 and 3 (TestRecordLayoutConstants).
 const (
-	fStatus = iota
-	fVersion
-	fType
-	fExpires
-	fCreatedBy
-	fUpdated
-	fCompleted
-	fEvents
-	fResultType
-	fContext
-	fProgress
-	fResult
-	fFailure
-	fCancellation
+	fStatus       = iota // status letter (statusCode)
+	fVersion             // version, from 1
+	fType                // request type
+	fExpires             // expires_at (unix ms), "" while it does not expire
+	fCreatedBy           // created_by (key id)
+	fUpdated             // updated_at - created_at (ms)
+	fCompleted           // completed_at - created_at (ms), "" until terminal
+	fEvents              // events after the first: "<to><ms since created_at>[@<by>]" joined by ",", "@by" only when by differs from created_by
+	fResultType          // result type
+	fContext             // context (JSON)
+	fProgress            // progress (JSON)
+	fResult              // result (JSON)
+	fFailure             // failure (JSON)
+	fCancellation        // cancellation (JSON)
 	recordFields
 )
+
+// recordFieldNames are the fields' names in the scripts' constants (F_<name>).
+var recordFieldNames = [recordFields]string{
+	fStatus: "STATUS", fVersion: "VERSION", fType: "TYPE", fExpires: "EXPIRES", fCreatedBy: "CREATED_BY",
+	fUpdated: "UPDATED", fCompleted: "COMPLETED", fEvents: "EVENTS", fResultType: "RESULT_TYPE",
+	fContext: "CONTEXT", fProgress: "PROGRESS", fResult: "RESULT", fFailure: "FAILURE", fCancellation: "CANCELLATION",
+}
+
+// recordConstants hands the layout to the scripts: F_<name>, each field's
+// position in the table rec_split returns (1-based), RECORD_FIELDS, and
+// RECORD_SPLIT, the string.match pattern with one capture per field.
+func recordConstants() []luaConst {
+	out := make([]luaConst, 0, recordFields+2)
+	for i, n := range recordFieldNames {
+		out = append(out, luaConst{"F_" + n, int64(i + 1)})
+	}
+	sep := string(rune(recordSep))
+	split := "^" + strings.Repeat("([^"+sep+"]*)"+sep, recordFields-1) + "(.*)$"
+	return append(out, luaConst{"RECORD_FIELDS", int64(recordFields)}, luaConst{"RECORD_SPLIT", split})
+}
 
 // newRecord is the record of a request just created: queued, version 1, updated
 // at its created_at. No value may hold recordSep; validated JSON cannot (control

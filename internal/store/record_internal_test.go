@@ -1,13 +1,18 @@
 package store
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"io/fs"
 	"strings"
 	"testing"
 
 	"github.com/google/uuid"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/testenv"
+	lua "github.com/asyncstatus/asyncstatus/scripts/lua"
 )
 
 func TestRecordRoundTrip(t *testing.T) {
@@ -123,4 +128,39 @@ func FuzzValidID(f *testing.F) {
 			t.Fatalf("validID(%q) = %v, want %v", id, got, want)
 		}
 	})
+}
+
+// TestRecordLayoutConstants: the scripts cut a record with the constants
+// record.go hands them and find each field where Go put it, on every backend;
+// and rec_head's own pattern still finds status, type and expires_at.
+func TestRecordLayoutConstants(t *testing.T) {
+	if fStatus != 0 || fType != 2 || fExpires != 3 {
+		t.Fatalf("rec_head (lib.lua) reads fields 1, 3 and 4; record.go moved them")
+	}
+	lib, err := fs.ReadFile(lua.FS, "lib.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := "--- @include \"rec_split\"\n--- @include \"rec_join\"\n--- @include \"rec_head\"\n" +
+		"local f = rec_split(ARGV[1])\n" +
+		"local st, typ, ex = rec_head(ARGV[1])\n" +
+		"return {#f, f[F_STATUS], f[F_TYPE], f[F_CREATED_BY], f[F_CONTEXT], f[F_CANCELLATION], rec_join(f) == ARGV[1] and 1 or 0, st, typ, ex}"
+	head, err := libFor(string(lib), body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := luaConstants(recordConstants()) + head + "\n" + body
+	rec := newRecord("report.v1", "key_a", []byte(`{"a":1}`))
+	want := []any{int64(recordFields), "q", "report.v1", "key_a", `{"a":1}`, "", int64(1), "q", "report.v1", ""}
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			got, err := b.Client(t).Eval(context.Background(), src, []string{"{t}k"}, rec).Slice()
+			if err != nil {
+				t.Fatalf("%v\n%s", err, src)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("got %q, want %q", got, want)
+			}
+		})
+	}
 }

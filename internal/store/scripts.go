@@ -60,6 +60,7 @@ var registry = []struct {
 }
 
 func loadScripts(consts []luaConst) (scripts, error) {
+	consts = append(recordConstants(), consts...)
 	var s scripts
 	for _, x := range registry {
 		rs, err := readScript(x.file, consts)

@@ -39,7 +39,7 @@ rcall('ZREM', KEYS[2], id)
 -- the audit entry of a delete: version and seq one past the record's last
 if AUDIT_BOUND > 0 then
   local f = rec_split(rec)
-  audit_add(KEYS[4], KEYS[5], id, tostring(tonumber(f[2]) + 1), tostring(tonumber(audit_seq(f[8])) + 1), st, '', ARGV[4], ARGV[2], typ, '')
+  audit_add(KEYS[4], KEYS[5], id, tostring(tonumber(f[F_VERSION]) + 1), tostring(tonumber(audit_seq(f[F_EVENTS])) + 1), st, '', ARGV[4], ARGV[2], typ, '')
 end
 rcall(PUBLISH, KEYS[6], id .. ',' .. string.match(rec, '^.\31([^\31]*)'))
 return '0' .. rl

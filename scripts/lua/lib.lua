@@ -60,36 +60,28 @@ local function per_type(spec, t, default)
   return string.sub(spec, s, e - 1)
 end
 
--- The record is one string (record.go keeps the Go side): 14 fields joined by
--- byte 31 (unit separator), which no stored value can contain: JSON texts hold
--- control characters only escaped, and types, key ids and numbers are plain.
---  1 s  status letter             2 v  version
---  3 t  type                      4 ex expires_at (unix ms) or ""
---  5 b  created_by                6 ua updated_at - created_at (ms)
---  7 co completed_at - created_at (ms) or ""
---  8 ev events after the first, "<to><ms since created_at>[@<by>]" joined by ","
---       (the first, queued at created_at by created_by, is implied; "@by" only
---       when by differs from created_by)
---  9 rt result type  10 c context  11 g progress  12 r result
--- 13 f failure (JSON)              14 x cancellation (JSON)
--- created_at is the id's own UUIDv7 millisecond, so it is not stored.
+-- The record is one string of RECORD_FIELDS fields joined by byte 31 (unit
+-- separator). Its layout is defined once, in internal/store/record.go, and
+-- reaches the scripts as constants: the field positions F_STATUS, F_VERSION,
+-- ... (1-based, for the table rec_split returns), RECORD_FIELDS and
+-- RECORD_SPLIT, the pattern that cuts a record.
 local SEP = '\31'
 
--- rec_split cuts a record into its 14 fields. One string.match with 14 captures:
--- half the Redis time of a loop of string.find and string.sub (about 1 µs of 2
--- per call, measured with redis-benchmark on a reference record).
-local SPLIT = '^([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31(.*)$'
+-- rec_split cuts a record into its fields. One string.match with a capture
+-- per field (RECORD_SPLIT): half the Redis time of a loop of string.find and
+-- string.sub.
 local function rec_split(s)
-  return {string.match(s, SPLIT)}
+  return {string.match(s, RECORD_SPLIT)}
 end
 
 --- @include "SEP"
 local function rec_join(t)
-  return table.concat(t, SEP, 1, 14)
+  return table.concat(t, SEP, 1, RECORD_FIELDS)
 end
 
 -- rec_head reads status, type and expires_at without cutting the whole record
 -- (poll, delete and sweep only need these). It also reads a head cut by GETRANGE.
+-- Its pattern assumes fields 1, 3 and 4 (record.go pins them there).
 local function rec_head(s)
   return string.match(s, '^(.)\31[^\31]*\31([^\31]*)\31([^\31]*)')
 end

@@ -31,22 +31,22 @@ while ARGV[3 + 2 * i] do
   local record = KEYS[1 + i]
   local rec = rcall('GET', record)
   local f = rec and rec_split(rec)
-  if not f or not terminal(f[1]) or f[7] == '' then
+  if not f or not terminal(f[F_STATUS]) or f[F_COMPLETED] == '' then
     skipped = skipped + 1
   else
-    local keep = tonumber(per_type(RETENTION_BY_TYPE, f[3], RETENTION))
-    local newex = ca + tonumber(f[7]) + keep
-    if gone(f[4], now) or (keep > 0 and newex <= now) then
+    local keep = tonumber(per_type(RETENTION_BY_TYPE, f[F_TYPE], RETENTION))
+    local newex = ca + tonumber(f[F_COMPLETED]) + keep
+    if gone(f[F_EXPIRES], now) or (keep > 0 and newex <= now) then
       -- already gone for every reader, or gone under the new configuration
       if not dry then
         rcall('DEL', record)
-        rcall('ZREM', ARGV[4] .. f[1] .. ':' .. f[3], id)
+        rcall('ZREM', ARGV[4] .. f[F_STATUS] .. ':' .. f[F_TYPE], id)
       end
       deleted = deleted + 1
     elseif keep == 0 then
-      if f[4] ~= '' or rcall('PTTL', record) >= 0 then
+      if f[F_EXPIRES] ~= '' or rcall('PTTL', record) >= 0 then
         if not dry then
-          f[4] = ''
+          f[F_EXPIRES] = ''
           rcall('SET', record, rec_join(f))
         end
         updated = updated + 1
@@ -55,14 +55,14 @@ while ARGV[3 + 2 * i] do
       end
     else
       local exs = fmt_ms(newex)
-      if f[4] == exs and rcall('PTTL', record) >= 0 then
+      if f[F_EXPIRES] == exs and rcall('PTTL', record) >= 0 then
         unchanged = unchanged + 1
       else
         if not dry then
-          f[4] = exs
+          f[F_EXPIRES] = exs
           rcall('SET', record, rec_join(f), 'PXAT', exs)
           local bend = fmt_ms((math.floor(newex / w) + 1) * w)
-          if rcall('RPUSH', ARGV[3] .. bend, f[1] .. id .. f[3]) == 1 then
+          if rcall('RPUSH', ARGV[3] .. bend, f[F_STATUS] .. id .. f[F_TYPE]) == 1 then
             rcall('ZADD', buckets, bend, bend)
           end
         end

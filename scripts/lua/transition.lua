@@ -80,7 +80,7 @@ end
 local rec = rcall('GET', record)
 if not rec then return '1' .. rl end
 local f = rec_split(rec)
-if gone(f[4], now) then return '1' .. rl end
+if gone(f[F_EXPIRES], now) then return '1' .. rl end
 
 if idem then
   local prev = rcall('GET', idem)
@@ -90,7 +90,7 @@ if idem then
   end
 end
 
-local from = f[1]
+local from = f[F_STATUS]
 if terminal(from) then
   if guard ~= '' then return '7' end
   return '6' .. rl .. rec
@@ -98,7 +98,7 @@ end
 if guard ~= '' then
   if from ~= guard then return '7' end
   if guard == 'q' then
-    local qt = tonumber(per_type(QUEUED_TIMEOUT_BY_TYPE, f[3], QUEUED_TIMEOUT))
+    local qt = tonumber(per_type(QUEUED_TIMEOUT_BY_TYPE, f[F_TYPE], QUEUED_TIMEOUT))
     if tonumber(ARGV[9]) + qt > tonumber(now) then return '7' end
   else
     local due = rcall('ZSCORE', deadlines, id)
@@ -108,47 +108,47 @@ end
 
 local ca = ARGV[9]
 local d = fmt_ms(tonumber(now) - tonumber(ca))
-f[6] = d
+f[F_UPDATED] = d
 if from ~= to then
   local ix = ARGV[11]
-  rcall('ZREM', ix .. from .. ':' .. f[3], id)
-  rcall('ZADD', ix .. to .. ':' .. f[3], ca, id)
-  f[1] = to
+  rcall('ZREM', ix .. from .. ':' .. f[F_TYPE], id)
+  rcall('ZADD', ix .. to .. ':' .. f[F_TYPE], ca, id)
+  f[F_STATUS] = to
   local ev = to .. d
-  if by ~= f[5] then ev = ev .. '@' .. by end
-  if f[8] == '' then f[8] = ev else f[8] = f[8] .. ',' .. ev end
+  if by ~= f[F_CREATED_BY] then ev = ev .. '@' .. by end
+  if f[F_EVENTS] == '' then f[F_EVENTS] = ev else f[F_EVENTS] = f[F_EVENTS] .. ',' .. ev end
 end
-f[2] = tostring(tonumber(f[2]) + 1)
+f[F_VERSION] = tostring(tonumber(f[F_VERSION]) + 1)
 
 if to == 'p' then
-  if payload ~= '' then f[11] = payload end
-  local timeout = tonumber(per_type(PROCESSING_TIMEOUT_BY_TYPE, f[3], PROCESSING_TIMEOUT))
+  if payload ~= '' then f[F_PROGRESS] = payload end
+  local timeout = tonumber(per_type(PROCESSING_TIMEOUT_BY_TYPE, f[F_TYPE], PROCESSING_TIMEOUT))
   rcall('ZADD', deadlines, fmt_ms(tonumber(now) + timeout), id)
   rec = rec_join(f)
   rcall('SET', record, rec)
 else
   if to == 's' then
-    f[9], f[12] = ARGV[5], payload
+    f[F_RESULT_TYPE], f[F_RESULT] = ARGV[5], payload
   elseif to == 'f' or to == 'e' then
-    f[13] = payload
+    f[F_FAILURE] = payload
   else
-    f[14] = payload
+    f[F_CANCELLATION] = payload
   end
-  f[7] = d
+  f[F_COMPLETED] = d
   -- only processing requests have a deadline entry (a queued one left by an
   -- older version is dropped by the sweeper once due)
   if from == 'p' then rcall('ZREM', deadlines, id) end
   -- pacing state ends with the request's active life
   rcall('DEL', pacing)
-  local keep = tonumber(per_type(RETENTION_BY_TYPE, f[3], RETENTION))
+  local keep = tonumber(per_type(RETENTION_BY_TYPE, f[F_TYPE], RETENTION))
   if keep > 0 then
     local ex = tonumber(now) + keep
-    f[4] = fmt_ms(ex)
+    f[F_EXPIRES] = fmt_ms(ex)
     rec = rec_join(f)
-    rcall('SET', record, rec, 'PXAT', f[4])
+    rcall('SET', record, rec, 'PXAT', f[F_EXPIRES])
     local w = BUCKET_WIDTH
     local bend = fmt_ms((math.floor(ex / w) + 1) * w)
-    if rcall('RPUSH', ARGV[10] .. bend, to .. id .. f[3]) == 1 then
+    if rcall('RPUSH', ARGV[10] .. bend, to .. id .. f[F_TYPE]) == 1 then
       rcall('ZADD', buckets, bend, bend)
     end
   else
@@ -159,9 +159,9 @@ end
 
 if idem then rcall('SET', idem, ARGV[7], 'PX', IDEMPOTENCY_TTL) end
 -- every applied call, heartbeats included, is an audit entry (AUDIT_BOUND: lib.lua)
-if AUDIT_BOUND > 0 then audit_add(KEYS[8], meta, id, f[2], audit_seq(f[8]), from, to, by, now, f[3], failure_code(to, payload)) end
+if AUDIT_BOUND > 0 then audit_add(KEYS[8], meta, id, f[F_VERSION], audit_seq(f[F_EVENTS]), from, to, by, now, f[F_TYPE], failure_code(to, payload)) end
 -- every applied call changes the version (a heartbeat too): wake the waiters
-rcall(PUBLISH, KEYS[9], id .. ',' .. f[2])
+rcall(PUBLISH, KEYS[9], id .. ',' .. f[F_VERSION])
 -- the meta hash is small and read by every create and poll: asking it whether
 -- there are endpoints at all is cheaper than reading an absent filter hash
 if from ~= to and rcall('HGET', meta, 'wh') then
