@@ -577,17 +577,17 @@ func (s *Store) ReadEvents(ctx context.Context, p domain.PollParams) (domain.Pol
 // MarkProcessing moves a queued request to processing, or records a heartbeat and
 // progress of a processing one.
 func (s *Store) MarkProcessing(ctx context.Context, p domain.TransitionParams, in domain.ProgressInput) (*domain.Request, error) {
-	return s.transition(ctx, p, "processing", domain.StatusProcessing, string(in.Progress), "", "")
+	return s.transition(ctx, p, transitionArgs{op: "processing", to: domain.StatusProcessing, payload: string(in.Progress)})
 }
 
 // Complete marks a request succeeded with its result.
 func (s *Store) Complete(ctx context.Context, p domain.TransitionParams, in domain.CompleteInput) (*domain.Request, error) {
-	return s.transition(ctx, p, "complete", domain.StatusSucceeded, string(in.Result), in.ResultType, "")
+	return s.transition(ctx, p, transitionArgs{op: "complete", to: domain.StatusSucceeded, payload: string(in.Result), resultType: in.ResultType})
 }
 
 // Fail marks a request failed.
 func (s *Store) Fail(ctx context.Context, p domain.TransitionParams, in domain.FailInput) (*domain.Request, error) {
-	return s.transition(ctx, p, "fail", domain.StatusFailed, string(in.Failure), "", "")
+	return s.transition(ctx, p, transitionArgs{op: "fail", to: domain.StatusFailed, payload: string(in.Failure)})
 }
 
 // Cancel marks a request cancelled.
@@ -599,7 +599,7 @@ func (s *Store) Cancel(ctx context.Context, p domain.TransitionParams, in domain
 		}{in.Reason})
 		payload = string(b)
 	}
-	return s.transition(ctx, p, "cancel", domain.StatusCancelled, payload, "", "")
+	return s.transition(ctx, p, transitionArgs{op: "cancel", to: domain.StatusCancelled, payload: payload})
 }
 
 // SystemActor is the "by" of transitions the service makes itself (timeouts).
@@ -616,7 +616,7 @@ func (s *Store) ExpireQueued(ctx context.Context, tenant, id string) (done bool,
 // expireQueued is ExpireQueued that also tells whether the request is gone;
 // tag, when not "", is the shard that holds it (the sweeper found it there).
 func (s *Store) expireQueued(ctx context.Context, tag, tenant, id string) (done, gone bool, err error) {
-	return s.timeout(ctx, tag, tenant, id, domain.StatusExpired, "q", domain.FailureJSON("REQUEST_EXPIRED", "the request stayed queued longer than its queued timeout"))
+	return s.timeout(ctx, tag, tenant, id, domain.StatusExpired, domain.StatusQueued, domain.FailureJSON("REQUEST_EXPIRED", "the request stayed queued longer than its queued timeout"))
 }
 
 // TimeOutProcessing fails a processing request whose heartbeat stopped.
@@ -626,7 +626,7 @@ func (s *Store) TimeOutProcessing(ctx context.Context, tenant, id string) (done 
 }
 
 func (s *Store) timeOutProcessing(ctx context.Context, tag, tenant, id string) (done bool, err error) {
-	done, _, err = s.timeout(ctx, tag, tenant, id, domain.StatusFailed, "p", domain.FailureJSON("ERR_JOB_EXECUTION_TIMED_OUT", "no heartbeat within the processing timeout"))
+	done, _, err = s.timeout(ctx, tag, tenant, id, domain.StatusFailed, domain.StatusProcessing, domain.FailureJSON("ERR_JOB_EXECUTION_TIMED_OUT", "no heartbeat within the processing timeout"))
 	return done, err
 }
 
@@ -638,12 +638,13 @@ func (s *Store) queuedTimeout(typ string) time.Duration {
 	return s.opts.QueuedTimeout
 }
 
-func (s *Store) timeout(ctx context.Context, tag, tenant, id string, to domain.Status, guard string, failure json.RawMessage) (done, gone bool, err error) {
+func (s *Store) timeout(ctx context.Context, tag, tenant, id string, to, guard domain.Status, failure json.RawMessage) (done, gone bool, err error) {
 	p := domain.TransitionParams{Tenant: tenant, ID: id, By: SystemActor}
+	a := transitionArgs{op: "timeout", to: to, payload: string(failure), guard: guard}
 	if tag == "" {
-		_, err = s.transition(ctx, p, "timeout", to, string(failure), "", guard)
+		_, err = s.transition(ctx, p, a)
 	} else if validID(id) {
-		_, err = s.transitionAt(ctx, tag, false, p, "timeout", to, string(failure), "", guard)
+		_, err = s.transitionAt(ctx, tag, false, p, a)
 		if err == nil && tag != s.idTag(tenant, id) {
 			s.announceAt(ctx, s.idTag(tenant, id), id, 0) // see transition
 		}
@@ -661,19 +662,38 @@ func (s *Store) timeout(ctx context.Context, tag, tenant, id string, to domain.S
 	return false, false, err
 }
 
+// transitionArgs is what one operation asks of transition.lua (its ARGV).
+type transitionArgs struct {
+	// op names the operation in errors and in the Idempotency-Key's key and
+	// fingerprint: processing, complete, fail, cancel, timeout.
+	op string
+	// to is the status the request moves to (processing again: a heartbeat).
+	to domain.Status
+	// payload is the JSON the step stores: the progress (processing), the
+	// result (succeeded), the failure (failed, expired) or the cancel reason;
+	// "" for none.
+	payload string
+	// resultType is the result's type (succeeded only).
+	resultType string
+	// guard is "" for callers. For the sweeper it is the status the request
+	// must still be in, queued or processing, with its timeout passed: the
+	// script then does nothing (codeNothingToDo) when it moved on meanwhile.
+	guard domain.Status
+}
+
 // transition runs transition.lua in the shard the id names, and after a miss
 // there in shard 0 (see read).
-func (s *Store) transition(ctx context.Context, p domain.TransitionParams, op string, to domain.Status, payload, resultType, guard string) (*domain.Request, error) {
+func (s *Store) transition(ctx context.Context, p domain.TransitionParams, a transitionArgs) (*domain.Request, error) {
 	if !validID(p.ID) {
 		return nil, domain.ErrNotFound()
 	}
 	shard := shardOf(p.ID)
 	named := s.tag(p.Tenant, shard)
-	req, err := s.transitionAt(ctx, named, true, p, op, to, payload, resultType, guard)
+	req, err := s.transitionAt(ctx, named, true, p, a)
 	if shard == 0 || domain.ErrorCode(err) != domain.NotFound {
 		return req, err
 	}
-	req, err = s.transitionAt(ctx, s.tag(p.Tenant, 0), false, p, op, to, payload, resultType, guard)
+	req, err = s.transitionAt(ctx, s.tag(p.Tenant, 0), false, p, a)
 	if err == nil {
 		s.announceAt(ctx, named, p.ID, req.Version)
 	}
@@ -694,23 +714,23 @@ func (s *Store) announceAt(ctx context.Context, tag, id string, version int64) {
 //
 // count asks it to count the write rate limits (the first try only: a second
 // try in shard 0 is the same call).
-func (s *Store) transitionAt(ctx context.Context, tag string, count bool, p domain.TransitionParams, op string, to domain.Status, payload, resultType, guard string) (*domain.Request, error) {
+func (s *Store) transitionAt(ctx context.Context, tag string, count bool, p domain.TransitionParams, a transitionArgs) (*domain.Request, error) {
 	ca, _ := idMillis(p.ID)
 	keys := []string{s.k.record(tag, p.ID), s.k.deadlines(tag), s.k.retentionBuckets(tag),
 		s.k.pacing(tag, p.ID), s.k.meta(tag), s.k.webhookFilter(tag), s.k.outbox(tag), s.k.audit(tag),
 		s.k.changes(tag)}
-	if guard == "" && count { // the sweeper's timeouts are nobody's calls
+	if a.guard == "" && count { // the sweeper's timeouts are nobody's calls
 		keys = s.rateKeys(keys, tag, ratelimit.ScopeWrite, p.Credential)
 	}
 	fp := ""
 	if p.IdemKey != "" {
-		keys = append(keys, s.idemKey(tag, op, p.ID, p.IdemKey))
-		fp = fingerprint(op, payload, resultType)
+		keys = append(keys, s.idemKey(tag, a.op, p.ID, p.IdemKey))
+		fp = fingerprint(a.op, a.payload, a.resultType)
 	}
-	r, err := s.run(ctx, s.sc.transition, keys, statusCode[to], ms(s.now()), p.By, payload, resultType, guard,
+	r, err := s.run(ctx, s.sc.transition, keys, statusCode[a.to], ms(s.now()), p.By, a.payload, a.resultType, statusCode[a.guard],
 		fp, p.ID, ca, s.k.retentionBucketPrefix(tag), s.k.indexPrefix(tag))
 	if err != nil {
-		return nil, backend(op+" request "+p.ID, err)
+		return nil, backend(a.op+" request "+p.ID, err)
 	}
 	setRate(p.Rate, r)
 	if r.code == codeRateLimited {
@@ -723,7 +743,7 @@ func (s *Store) transitionAt(ctx context.Context, tag string, count bool, p doma
 	if r.code == codeOK || r.code == codeReplay {
 		return decodeRecord(p.ID, r.str, false)
 	}
-	return nil, s.scriptError(op+" request", p.ID, r.code, r.detail())
+	return nil, s.scriptError(a.op+" request", p.ID, r.code, r.detail())
 }
 
 // Delete removes a request and everything that belongs to it; its audit

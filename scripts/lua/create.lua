@@ -12,7 +12,7 @@
 --         present, the call is counted against ratelimit.write and .tenant first)
 -- KEYS[9], or KEYS[7] without the counters: idempotency key (optional)
 -- ARGV[1] id                     ARGV[2] now = created_at (unix ms, the id's own)
--- ARGV[3] the record (lib.lua's layout, built by record.go)
+-- ARGV[3] the record (built by newRecord, record.go)
 -- ARGV[4] idempotency fingerprint (body digest)
 -- ARGV[5] stale id: an idempotency entry naming this id may be replaced (its record is gone)
 -- ARGV[6] type                   ARGV[7] created_by (for the audit entry)
