@@ -5,17 +5,28 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
 )
 
-// keys builds every Redis key asyncstatus uses; nothing else spells a key, and
-// scripts receive all of theirs in KEYS. Every key of a tenant carries a hash tag
-// of the tenant's, so that one script only ever touches one cluster slot: the
-// request keys take tag, the hash tag of one of the tenant's shards ("{<tenant>}"
-// for shard 0, "{<tenant>:<n>}" for the others: shard.go), the tenant-level keys
-// the tenant's own "{<tenant>}". Status codes in keys and records are one letter
-// (statusCode) to keep both short.
+// keys builds every Redis key asyncstatus uses; nothing else spells a key. Every
+// key of a tenant carries a hash tag of the tenant's, so that one script only
+// ever touches one cluster slot: the request keys take tag, the hash tag of one
+// of the tenant's shards ("{<tenant>}" for shard 0, "{<tenant>:<n>}" for the
+// others: shard.go), the tenant-level keys the tenant's own "{<tenant>}".
+// Status codes in keys and records are one letter (statusCode) to keep both
+// short.
+//
+// Scripts receive in KEYS every key Go can name before the call. Five build
+// the others from a prefix in ARGV (indexPrefix, recordPrefix,
+// retentionBucketPrefix), because the rest of the name is known only inside
+// the script: transition.lua names the index from the record's status and
+// type, and the retention bucket from the expires_at it computes; delete.lua
+// the index from the record; sweep.lua the records and indexes of the entries
+// of a bucket; reapply.lua the indexes and buckets of the records it
+// reapplies; list.lua the indexes of the types in the meta hash. Each such
+// prefix carries the hash tag of the script's KEYS, so those keys are in the
+// same slot: a Cluster serves them, and no script spans two slots.
 type keys struct{ prefix string }
 
-// record: string, one per request: its fields in one compact string (layout in
-// scripts/lua/lib.lua and record.go), events included. TTL: retention, from the
+// record: string, one per request: its fields in one compact string (layout:
+// record.go), events included. TTL: retention, from the
 // terminal transition on.
 func (k keys) record(tag, id string) string { return k.prefix + ":" + tag + ":r:" + id }
 
