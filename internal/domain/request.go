@@ -257,7 +257,6 @@ const (
 
 // RateInfo is the state of the binding rate limit after a call was counted.
 type RateInfo struct {
-	Allowed   bool
 	Limit     int64
 	Remaining int64
 	Reset     time.Time

@@ -298,7 +298,6 @@ func decodeReply(v any) (reply, error) {
 				return reply{}, fmt.Errorf("unexpected script reply %q", truncateReply(str))
 			}
 			r.rate, r.str = rate, rest
-			rate.Allowed = r.code != codeRateLimited
 		}
 		return r, nil
 	}

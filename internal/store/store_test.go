@@ -678,13 +678,13 @@ func TestPollRateLimit(t *testing.T) {
 		}
 		for i := range 3 {
 			res, err := poll("key_a")
-			if err != nil || res.Rate == nil || !res.Rate.Allowed || res.Rate.Limit != 3 || res.Rate.Remaining != int64(2-i) {
+			if err != nil || res.Rate == nil || res.Rate.Limit != 3 || res.Rate.Remaining != int64(2-i) {
 				t.Fatalf("poll %d: %+v %v", i, res.Rate, err)
 			}
 		}
 		res, err := poll("key_a")
 		wantCode(t, err, domain.RateLimited)
-		if res.Rate == nil || res.Rate.Allowed || res.Rate.Remaining != 0 || res.Request != nil {
+		if res.Rate == nil || res.Rate.Remaining != 0 || res.Request != nil {
 			t.Fatalf("refused: %+v", res)
 		}
 		var de *domain.Error
