@@ -1,6 +1,8 @@
 package store
 
 import (
+	"context"
+
 	"github.com/google/uuid"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
@@ -28,3 +30,17 @@ func Remark(id string, shard int) string {
 
 // ShardOf is the shard id names.
 func ShardOf(id string) int { return shardOf(id) }
+
+// ExpireQueued (for tests) expires a request still queued past its queued timeout (counted
+// from created_at, with the timeout configured now). done is false when there
+// was nothing to do (it moved on, is not due, or is gone).
+func (s *Store) ExpireQueued(ctx context.Context, tenant, id string) (done bool, err error) {
+	done, _, err = s.expireQueued(ctx, "", tenant, id)
+	return done, err
+}
+
+// TimeOutProcessing (for tests) fails a processing request whose heartbeat stopped.
+func (s *Store) TimeOutProcessing(ctx context.Context, tenant, id string) (done bool, err error) {
+	done, err = s.timeOutProcessing(ctx, "", tenant, id)
+	return done, err
+}

@@ -605,26 +605,16 @@ func (s *Store) Cancel(ctx context.Context, p domain.TransitionParams, in domain
 // SystemActor is the "by" of transitions the service makes itself (timeouts).
 const SystemActor = "system"
 
-// ExpireQueued expires a request still queued past its queued timeout (counted
-// from created_at, with the timeout configured now). done is false when there
-// was nothing to do (it moved on, is not due, or is gone).
-func (s *Store) ExpireQueued(ctx context.Context, tenant, id string) (done bool, err error) {
-	done, _, err = s.expireQueued(ctx, "", tenant, id)
-	return done, err
-}
-
-// expireQueued is ExpireQueued that also tells whether the request is gone;
-// tag, when not "", is the shard that holds it (the sweeper found it there).
+// expireQueued expires a request still queued past its queued timeout
+// (counted from created_at, with the timeout configured now). done is false
+// when there was nothing to do (it moved on, is not due, or is gone), gone
+// when it is gone; tag, when not "", is the shard that holds it (the sweeper
+// found it there).
 func (s *Store) expireQueued(ctx context.Context, tag, tenant, id string) (done, gone bool, err error) {
 	return s.timeout(ctx, tag, tenant, id, domain.StatusExpired, domain.StatusQueued, domain.FailureJSON("REQUEST_EXPIRED", "the request stayed queued longer than its queued timeout"))
 }
 
-// TimeOutProcessing fails a processing request whose heartbeat stopped.
-func (s *Store) TimeOutProcessing(ctx context.Context, tenant, id string) (done bool, err error) {
-	done, err = s.timeOutProcessing(ctx, "", tenant, id)
-	return done, err
-}
-
+// timeOutProcessing fails a processing request whose heartbeat stopped.
 func (s *Store) timeOutProcessing(ctx context.Context, tag, tenant, id string) (done bool, err error) {
 	done, _, err = s.timeout(ctx, tag, tenant, id, domain.StatusFailed, domain.StatusProcessing, domain.FailureJSON("ERR_JOB_EXECUTION_TIMED_OUT", "no heartbeat within the processing timeout"))
 	return done, err
