@@ -45,7 +45,7 @@ func Defaults() Config {
 			QueuedTimeout:     defaults.QueuedTimeout,
 			ProcessingTimeout: defaults.ProcessingTimeout,
 			SweepInterval:     defaults.SweepInterval,
-			SweepBatch:        500,
+			SweepBatch:        defaults.SweepBatch,
 		},
 		Retention: Retention{
 			Terminal: 720 * time.Hour,

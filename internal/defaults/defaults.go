@@ -23,6 +23,8 @@ const (
 	// terminal record's index entry goes within two sweep intervals.
 	SweepInterval  = 10 * time.Second
 	IdempotencyTTL = 24 * time.Hour
+	// SweepBatch bounds the records one sweeper tick handles per tenant.
+	SweepBatch = 500
 )
 
 // Bodies and stored payloads (config http.body_limit_bytes, limits.*;

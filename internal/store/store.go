@@ -27,7 +27,9 @@ type Options struct {
 	Prefix string
 	// OpTimeout bounds every Redis call. default: 1s.
 	OpTimeout time.Duration
-	// QueuedTimeout and ProcessingTimeout are the lifecycle timers, with per-type overrides.
+	// QueuedTimeout and ProcessingTimeout are the lifecycle timers, with per-type
+	// overrides, each resolved (> 0: config's TimeoutsFor says what an override
+	// inherits).
 	QueuedTimeout, ProcessingTimeout             time.Duration
 	QueuedTimeoutByType, ProcessingTimeoutByType map[string]time.Duration
 	// Retention of terminal records (0 = forever), with per-type overrides.
@@ -158,13 +160,6 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 		r := *o.RateLimits
 		o.RateLimits = &r
 	}
-	queued := make(map[string]time.Duration, len(o.QueuedTimeoutByType))
-	for t, d := range o.QueuedTimeoutByType {
-		if d > 0 { // an override of 0 means the default, as it always did
-			queued[t] = d
-		}
-	}
-	o.QueuedTimeoutByType = queued
 	s := &Store{rdb: rdb, k: keys{prefix: o.Prefix}, tags: &shardTags{}, opts: o, knownTenant: map[string]bool{},
 		seenTypes: map[string][]string{}}
 	millis := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
@@ -622,7 +617,7 @@ func (s *Store) timeOutProcessing(ctx context.Context, tag, tenant, id string) (
 
 // queuedTimeout is the queued timeout of requests of type typ.
 func (s *Store) queuedTimeout(typ string) time.Duration {
-	if d, ok := s.opts.QueuedTimeoutByType[typ]; ok { // New kept only overrides > 0
+	if d, ok := s.opts.QueuedTimeoutByType[typ]; ok {
 		return d
 	}
 	return s.opts.QueuedTimeout

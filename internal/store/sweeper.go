@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/asyncstatus/asyncstatus/internal/defaults"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/throttle"
 )
@@ -71,10 +72,10 @@ type Sweeper struct {
 // NewSweeper makes a sweeper over the store's tenants.
 func (s *Store) NewSweeper(o SweeperOptions) *Sweeper {
 	if o.Interval <= 0 {
-		o.Interval = 10 * time.Second
+		o.Interval = defaults.SweepInterval
 	}
 	if o.Batch <= 0 {
-		o.Batch = 500
+		o.Batch = defaults.SweepBatch
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
