@@ -118,8 +118,7 @@ type luaConst struct {
 // luaConstants writes cs as Lua local definitions. Settings reach the scripts
 // this way rather than as ARGV because Redis parses every argument of every
 // call and makes a Lua string of it, and the scripts then convert numbers back
-// with tonumber: the poll script with its three settings as constants ran 7%
-// fewer instructions in Redis (callgrind, docs/performance.md, item 15). Each
+// with tonumber (docs/performance.md has the instruction counts). Each
 // configuration is its own script text (its own SHA1), loaded like any other.
 // Values Redis commands take (a TTL, a MAXLEN) stay strings, as every number
 // given to redis.call should: Lua number formatting differs between Redis and
@@ -182,8 +181,7 @@ func luaNames(code string) map[string]bool {
 // its comment and its definitions) that body names in its "--- @include"
 // lines, with the ones those paragraphs include in turn, in lib's order. Redis
 // runs a script's whole body on every call, so each helper it carries is a
-// closure made again per call: the whole lib cost about 0.4 µs of a 6.5 µs
-// poll. It fails, so that the store does not start, when an include names no
+// closure made again per call, used or not. It fails, so that the store does not start, when an include names no
 // helper, when a helper includes one defined after it (a Lua local is not
 // visible before its definition), when a script includes a helper it does
 // not use, and when the code carried uses a helper it does not include.
@@ -273,7 +271,6 @@ const (
 	codeReplay      = 5
 	codeTerminal    = 6
 	codeNothingToDo = 7
-	// 8 is retired (delete.lua no longer reads before it writes).
 	codeRateLimited = 9
 	// codeLeaseLost: webhook_settle.lua found another replica holding the retry.
 	codeLeaseLost = 10

@@ -396,9 +396,9 @@ func (w *Sweeper) timeOut(ctx context.Context, wk sweepWork, c *sweepCounts) err
 		var err error
 		switch codeStatus[sts[i]] {
 		case domain.StatusQueued:
-			// Only an older version gave queued requests a deadline entry; the
-			// queued index times them now (expireQueued), so the entry goes
-			// whether or not the request is due under the current timeout.
+			// A queued request's deadline entry is a stray: the queued index
+			// times queued requests (expireQueued), so the entry goes whether
+			// or not the request is due under the current timeout.
 			done, _, err = w.s.expireQueued(ctx, tag, tenant, id)
 			if done {
 				c.expired++

@@ -12,8 +12,8 @@
 -- RL_READ_WINDOW (ms, a string), RL_TENANT_LIMIT, RL_TENANT_WINDOW.
 -- The reply is one string, "<code>[:<rl_limit>,<rl_remaining>,<rl_reset_ms>;],<n>",
 -- then for code 0 "|" and the record. A string because Redis turns a Lua table
--- into a reply much more slowly than a string (a table reply cost about 0.5 µs
--- of the poll's 5-6 µs of Redis time, and go-redis allocates once per element).
+-- into a reply much more slowly than a string, and go-redis allocates once per
+-- element (docs/design.md, Scripts).
 -- The rl_ part (rate_count's) is the binding rate limit after counting, absent
 -- when nothing was counted. code and n:
 --   0 ok: n = retry_after (0 when not paced: terminal), then "|" and the record

@@ -135,8 +135,8 @@ else
     f[F_CANCELLATION] = payload
   end
   f[F_COMPLETED] = d
-  -- only processing requests have a deadline entry (a queued one left by an
-  -- older version is dropped by the sweeper once due)
+  -- only processing requests have a deadline entry (the sweeper drops a stray
+  -- queued one once due)
   if from == 'p' then rcall('ZREM', deadlines, id) end
   -- pacing state ends with the request's active life
   rcall('DEL', pacing)
