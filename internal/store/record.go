@@ -55,16 +55,17 @@ var recordFieldNames = [recordFields]string{
 }
 
 // recordConstants hands the layout to the scripts: F_<name>, each field's
-// position in the table rec_split returns (1-based), RECORD_FIELDS, and
-// RECORD_SPLIT, the string.match pattern with one capture per field.
+// position in the table rec_split returns (1-based), and RECORD_FIELDS, both
+// written into the code as numbers (inline), and RECORD_SPLIT, the
+// string.match pattern with one capture per field.
 func recordConstants() []luaConst {
 	out := make([]luaConst, 0, recordFields+2)
 	for i, n := range recordFieldNames {
-		out = append(out, luaConst{"F_" + n, int64(i + 1)})
+		out = append(out, luaConst{"F_" + n, inlineInt(i + 1)})
 	}
 	sep := string(rune(recordSep))
 	split := "^" + strings.Repeat("([^"+sep+"]*)"+sep, recordFields-1) + "(.*)$"
-	return append(out, luaConst{"RECORD_FIELDS", int64(recordFields)}, luaConst{"RECORD_SPLIT", split})
+	return append(out, luaConst{"RECORD_FIELDS", inlineInt(recordFields)}, luaConst{"RECORD_SPLIT", split})
 }
 
 // newRecord is the record of a request just created: queued, version 1, updated

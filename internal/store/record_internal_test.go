@@ -145,11 +145,13 @@ func TestRecordLayoutConstants(t *testing.T) {
 		"local f = rec_split(ARGV[1])\n" +
 		"local st, typ, ex = rec_head(ARGV[1])\n" +
 		"return {#f, f[F_STATUS], f[F_TYPE], f[F_CREATED_BY], f[F_CONTEXT], f[F_CANCELLATION], rec_join(f) == ARGV[1] and 1 or 0, st, typ, ex}"
-	head, err := libFor(string(lib), body)
+	src, err := assemble(string(lib), body, recordConstants())
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := luaConstants(recordConstants()) + head + "\n" + body
+	if strings.Contains(src, "F_STATUS") || !strings.Contains(src, "f[1]") {
+		t.Fatalf("field positions not written in as numbers:\n%s", src)
+	}
 	rec := newRecord("report.v1", "key_a", []byte(`{"a":1}`))
 	want := []any{int64(recordFields), "q", "report.v1", "key_a", `{"a":1}`, "", int64(1), "q", "report.v1", ""}
 	for _, b := range testenv.Backends() {

@@ -94,26 +94,61 @@ func readScript(name string, cs []luaConst) (*redis.Script, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
-	head, err := libFor(string(lib), string(b))
+	src, err := assemble(string(lib), string(b), cs)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	code := head + "\n" + string(b)
+	return redis.NewScript(src), nil
+}
+
+func isInline(c luaConst) bool {
+	_, ok := c.v.(inlineInt)
+	return ok
+}
+
+// assemble is the text of a script body: the constants of cs it uses, the
+// helpers of lib it includes (libFor), then body; inline constants written
+// into the code in place of their names.
+func assemble(lib, body string, cs []luaConst) (string, error) {
+	head, err := libFor(lib, body)
+	if err != nil {
+		return "", err
+	}
+	code := head + "\n" + body
 	used := luaNames(code)
 	var mine []luaConst
+	inline := map[string]string{}
 	for _, c := range cs {
-		if used[c.name] {
+		switch {
+		case !used[c.name]:
+		case isInline(c):
+			inline[c.name] = strconv.FormatInt(int64(c.v.(inlineInt)), 10)
+		default:
 			mine = append(mine, c)
 		}
 	}
-	return redis.NewScript(luaConstants(mine) + code), nil
+	if len(inline) > 0 {
+		code = luaName.ReplaceAllStringFunc(code, func(n string) string {
+			if v, ok := inline[n]; ok {
+				return v
+			}
+			return n
+		})
+	}
+	return luaConstants(mine) + code, nil
 }
 
 // luaConst is one configuration value a script reads as a constant.
 type luaConst struct {
 	name string
-	v    any // int64 or float64: a Lua number; string: a Lua string
+	v    any // int64 or float64: a Lua number; string: a Lua string; inlineInt
 }
+
+// inlineInt is a constant written where its name stands, as a number literal,
+// instead of a local definition. The record's field positions are: a
+// transition reads a dozen of them, and a local each made it run about 0.4%
+// more instructions in Redis.
+type inlineInt int64
 
 // luaConstants writes cs as Lua local definitions. Settings reach the scripts
 // this way rather than as ARGV because Redis parses every argument of every
