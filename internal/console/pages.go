@@ -70,7 +70,9 @@ func (s *Server) requestsPage(w http.ResponseWriter, r *http.Request, v *view) {
 		s.failed(w, r, v, sumErr)
 		return
 	}
-	data := map[string]any{"Summary": sum, "Now": s.opts.Now(), "Filter": filterForm(q)}
+	fv := filterForm(q)
+	data := map[string]any{"Summary": sum, "Now": s.opts.Now(), "Filter": fv,
+		"Counts": countsHTML(sum), "StatusBoxes": statusBoxesHTML(fv)}
 	status := http.StatusOK
 	switch {
 	case ferr != nil:
@@ -118,6 +120,38 @@ func tableRows(tenant string, items []*domain.Request) template.HTML {
 		b = append(b, "</td>\n  <td class=\"mono\">"...)
 		b = append(b, esc(r.CreatedBy)...)
 		b = append(b, "</td>\n</tr>\n"...)
+	}
+	return template.HTML(b)
+}
+
+// countsHTML is the list items of the counts by status, and statusBoxesHTML
+// the status checkboxes of the filter form: written in Go for the reason
+// tableRows is (two loops over the statuses were most of the template's
+// work). Status words are [a-z] only.
+func countsHTML(sum domain.TenantSummary) template.HTML {
+	b := make([]byte, 0, 512)
+	for _, st := range domain.Statuses {
+		b = append(b, "<li>"...)
+		b = append(b, statusTag(st)...)
+		b = append(b, " <strong>"...)
+		b = strconv.AppendInt(b, sum.Counts[st], 10)
+		b = append(b, "</strong></li>"...)
+	}
+	return template.HTML(b)
+}
+
+func statusBoxesHTML(fv filterValues) template.HTML {
+	b := make([]byte, 0, 768)
+	for _, st := range domain.Statuses {
+		b = append(b, `<label><input type="checkbox" name="status" value="`...)
+		b = append(b, st...)
+		b = append(b, '"')
+		if fv.Status[st] {
+			b = append(b, " checked"...)
+		}
+		b = append(b, "> "...)
+		b = append(b, st...)
+		b = append(b, "</label>"...)
 	}
 	return template.HTML(b)
 }
