@@ -153,3 +153,40 @@ func TestLuaConstants(t *testing.T) {
 		})
 	}
 }
+
+// TestRegistryHasEveryScript: every script file is in the registry, once, and
+// the acknowledged writes are the three whose callers are told of a write.
+func TestRegistryHasEveryScript(t *testing.T) {
+	files, err := fs.Glob(lua.FS, "*.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, x := range registry {
+		seen[x.file]++
+	}
+	for _, f := range files {
+		if f != "lib.lua" && seen[f] != 1 {
+			t.Errorf("%s is in the registry %d times, want 1", f, seen[f])
+		}
+	}
+	if len(registry) != len(files)-1 {
+		t.Errorf("registry has %d scripts, the folder %d", len(registry), len(files)-1)
+	}
+	sc, err := loadScripts(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acks []string
+	for _, s := range sc.all() {
+		if s == nil {
+			t.Fatal("a registry entry left its slot empty")
+		}
+		if s.ack {
+			acks = append(acks, s.name)
+		}
+	}
+	if strings.Join(acks, ",") != "create,transition,delete" {
+		t.Errorf("acknowledged writes %v, want create, transition, delete", acks)
+	}
+}
