@@ -117,6 +117,9 @@ func newBenchRequests(b *testing.B, ref referenceRequest) *benchRequests {
 	return &benchRequests{queued: q, processing: p, succeeded: s}
 }
 
+// CountsRateLimits: the benchmark's server runs without rate limits.
+func (f *benchRequests) CountsRateLimits(string) bool { return false }
+
 func (f *benchRequests) Poll(context.Context, domain.PollParams) (domain.PollResult, error) {
 	r := f.processing
 	return domain.PollResult{Request: &r, RetryAfter: 2}, nil
