@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -133,6 +134,12 @@ func (s *Server) firstRead(c *fiber.Ctx) (*domain.Request, error) {
 	res, err := s.reqs.Poll(c.UserContext(), s.pollParams(c, false))
 	if res.Rate != nil {
 		setRateHeaders(c, res.Rate)
+	}
+	if res.Request != nil {
+		// The store names the request with the id it was given, c.Params'
+		// view of Fiber's path buffer; a parked wait or a stream answers
+		// after c went back to Fiber's pool and another request rewrote it.
+		res.Request.ID = strings.Clone(res.Request.ID)
 	}
 	return res.Request, err
 }

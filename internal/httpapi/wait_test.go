@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
@@ -749,4 +750,43 @@ func scrapeServer(t *testing.T, url string) string {
 		t.Fatalf("/metrics: %d", r.code)
 	}
 	return string(r.body)
+}
+
+// TestStreamFirstEventNamesItsRequest: a stream's first event is written
+// after its handler returned and its Fiber context went back to the pool,
+// where other requests (as long as its own) take it; the event still names
+// its own request.
+func TestStreamFirstEventNamesItsRequest(t *testing.T) {
+	p := newReplicaPair(t, testenv.Backends()[1], nil, nil)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if r := do(t, "GET", p.urlA+"/v1/requests/"+uuid.Must(uuid.NewV7()).String(), "", 5*time.Second, "Authorization", "Bearer "+p.reader); r.code != 404 {
+					t.Errorf("unknown id: %d %s", r.code, r.body)
+					return
+				}
+			}
+		})
+	}
+	defer wg.Wait()
+	defer close(stop)
+	for range 40 {
+		id, _ := p.create(t)
+		res := openStream(t, p.urlA+"/v1/requests/"+id+"/stream", "Authorization", "Bearer "+p.reader)
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() && !strings.HasPrefix(sc.Text(), "data: ") {
+		}
+		var got domain.Request
+		if err := json.Unmarshal([]byte(strings.TrimPrefix(sc.Text(), "data: ")), &got); err != nil || got.ID != id {
+			t.Fatalf("first event of %s names %q (%v): %s", id, got.ID, err, sc.Text())
+		}
+		res.Body.Close()
+	}
 }
