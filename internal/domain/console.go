@@ -31,3 +31,18 @@ type ConsoleSession struct {
 	Operator bool
 	Expires  time.Time
 }
+
+// TenantPage is what the console's requests page reads of the store at once:
+// a page of a tenant's requests, the tenant's summary and the caller's session.
+type TenantPage struct {
+	// Page is the listing; nil when ListErr is set.
+	Page *ListPage
+	// ListErr is the listing's refusal or failure (a frozen tenant, a bad
+	// cursor); the summary is read all the same.
+	ListErr error
+	Summary TenantSummary
+	// Session is the console session asked for, SessionErr its read's error
+	// (NotFound when there is none or it expired); both zero when none was asked.
+	Session    ConsoleSession
+	SessionErr error
+}

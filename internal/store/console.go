@@ -26,22 +26,38 @@ func (s *Store) Tenants(ctx context.Context) ([]string, error) {
 // asked in the same pipeline as the meta hash: one round trip, and a second
 // one only for types that are new since.
 func (s *Store) TenantSummary(ctx context.Context, tenant string) (domain.TenantSummary, error) {
-	sum := domain.TenantSummary{Tenant: tenant, Counts: make(map[domain.Status]int64, len(domain.Statuses))}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
-	s.mu.Lock()
-	known := s.seenTypes[tenant]
-	s.mu.Unlock()
+	known := s.knownTypes(tenant)
 	// every shard's meta hash: each names the types made in its shard
-	metas := make([]*redis.MapStringStringCmd, s.opts.TenantShards)
+	var metas []*redis.MapStringStringCmd
 	probes, err := s.probeIndexes(ctx, tenant, known, func(p redis.Pipeliner) {
-		for i, tag := range s.tenantTags(tenant) {
-			metas[i] = p.HGetAll(ctx, s.k.meta(tag))
-		}
+		metas = s.queueMetas(ctx, p, tenant)
 	})
 	if err != nil {
-		return sum, err
+		return domain.TenantSummary{}, err
 	}
+	return s.summarise(ctx, tenant, known, metas, probes)
+}
+
+func (s *Store) knownTypes(tenant string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seenTypes[tenant]
+}
+
+func (s *Store) queueMetas(ctx context.Context, p redis.Pipeliner, tenant string) []*redis.MapStringStringCmd {
+	metas := make([]*redis.MapStringStringCmd, s.opts.TenantShards)
+	for i, tag := range s.tenantTags(tenant) {
+		metas[i] = p.HGetAll(ctx, s.k.meta(tag))
+	}
+	return metas
+}
+
+// summarise makes the summary of tenant from its meta hashes and the probes of
+// the known types, probing the types new since in a second round trip.
+func (s *Store) summarise(ctx context.Context, tenant string, known []string, metas []*redis.MapStringStringCmd, probes []indexProbe) (domain.TenantSummary, error) {
+	sum := domain.TenantSummary{Tenant: tenant, Counts: make(map[domain.Status]int64, len(domain.Statuses))}
 	sum.Frozen = metas[0].Val()["fz"] == "1"
 	var types, fresh []string
 	for _, meta := range metas {
@@ -107,17 +123,7 @@ func (s *Store) probeIndexes(ctx context.Context, tenant string, types []string,
 				more(p)
 				more = nil
 			}
-			for _, tag := range chunk {
-				for _, st := range domain.Statuses {
-					for _, t := range types {
-						pr := indexProbe{status: st, card: p.ZCard(ctx, s.k.index(tag, st, t))}
-						if !st.Terminal() {
-							pr.oldest = p.ZRangeWithScores(ctx, s.k.index(tag, st, t), 0, 0)
-						}
-						probes = append(probes, pr)
-					}
-				}
-			}
+			probes = s.queueProbes(ctx, p, chunk, types, probes)
 			return nil
 		})
 		if err != nil && !errors.Is(err, redis.Nil) {
@@ -125,6 +131,23 @@ func (s *Store) probeIndexes(ctx context.Context, tenant string, types []string,
 		}
 	}
 	return probes, nil
+}
+
+// queueProbes adds to p the probes of the indexes of types in the shards of
+// tags, appending them to probes.
+func (s *Store) queueProbes(ctx context.Context, p redis.Pipeliner, tags, types []string, probes []indexProbe) []indexProbe {
+	for _, tag := range tags {
+		for _, st := range domain.Statuses {
+			for _, t := range types {
+				pr := indexProbe{status: st, card: p.ZCard(ctx, s.k.index(tag, st, t))}
+				if !st.Terminal() {
+					pr.oldest = p.ZRangeWithScores(ctx, s.k.index(tag, st, t), 0, 0)
+				}
+				probes = append(probes, pr)
+			}
+		}
+	}
+	return probes
 }
 
 // Console sessions and one-time sign-in tokens (spec §14) are kept under the
@@ -157,7 +180,12 @@ func (s *Store) SaveConsoleSession(ctx context.Context, digest string, sess doma
 func (s *Store) ConsoleSession(ctx context.Context, digest string) (domain.ConsoleSession, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
-	m, err := s.rdb.HGetAll(ctx, s.k.consoleSession(digest)).Result()
+	return s.consoleSession(s.rdb.HGetAll(ctx, s.k.consoleSession(digest)))
+}
+
+// consoleSession reads a session from the reply of the HGETALL of its key.
+func (s *Store) consoleSession(cmd *redis.MapStringStringCmd) (domain.ConsoleSession, error) {
+	m, err := cmd.Result()
 	if err != nil {
 		return domain.ConsoleSession{}, backend("read console session", err)
 	}

@@ -1,8 +1,13 @@
 package store_test
 
 import (
+	"context"
+	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/asyncstatus/asyncstatus/internal/auth"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
@@ -125,4 +130,108 @@ func TestConsoleSessions(t *testing.T) {
 		_, err = f.s.LookupKey(ctx, op.ID)
 		wantCode(t, err, domain.NotFound)
 	})
+}
+
+// TestReadTenantPage: the requests page's read answers what List,
+// TenantSummary and ConsoleSession answer one by one (a page and the next, an
+// empty page, a bad cursor, a frozen tenant, an unknown session, none asked);
+// and with an autopipeliner a page with records costs no exchange with Redis
+// more than List alone (the summary and the session ride its pipeline).
+func TestReadTenantPage(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		f := newFixture(t, b, nil)
+		for range 7 {
+			f.mustCreate(t, "acme", "a")
+			f.clock.Add(time.Millisecond)
+		}
+		b2 := f.mustCreate(t, "acme", "b")
+		if _, err := f.s.MarkProcessing(ctx, tp("acme", b2.ID), domain.ProgressInput{}); err != nil {
+			t.Fatal(err)
+		}
+		f.mustCreate(t, "globex", "a")
+		sess := domain.ConsoleSession{KeyID: "key_x", Tenant: "acme", Expires: f.clock.Now().Add(time.Hour)}
+		if err := f.s.SaveConsoleSession(ctx, "d1", sess); err != nil {
+			t.Fatal(err)
+		}
+		// the store learns the tenant's types (its first summary asks their
+		// indexes in a round trip of their own)
+		if _, err := f.s.TenantSummary(ctx, "acme"); err != nil {
+			t.Fatal(err)
+		}
+		var exchanges atomic.Int64
+		f.rdb.AddHook(countingHook{&exchanges})
+
+		check := func(what string, filter domain.ListFilter, digest string) domain.TenantPage {
+			t.Helper()
+			before := exchanges.Load()
+			got, err := f.s.ReadTenantPage(ctx, "acme", filter, digest)
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			mid := exchanges.Load()
+			page, listErr := f.s.List(ctx, "acme", filter)
+			listed := exchanges.Load() - mid
+			if b.AutoPipeline && listErr == nil && len(page.Items) > 0 && mid-before != listed {
+				t.Errorf("%s: %d exchanges with Redis, List alone %d", what, mid-before, listed)
+			}
+			if domain.ErrorCode(got.ListErr) != domain.ErrorCode(listErr) || (listErr == nil) != (got.Page != nil) {
+				t.Fatalf("%s: list error %v, want %v", what, got.ListErr, listErr)
+			}
+			if page != nil && (!reflect.DeepEqual(ids(got.Page.Items), ids(page.Items)) || got.Page.NextCursor != page.NextCursor) {
+				t.Fatalf("%s: page %v %q, want %v %q", what, ids(got.Page.Items), got.Page.NextCursor, ids(page.Items), page.NextCursor)
+			}
+			sum, err := f.s.TenantSummary(ctx, "acme")
+			if err != nil || !reflect.DeepEqual(got.Summary, sum) {
+				t.Fatalf("%s: summary %+v, want %+v (%v)", what, got.Summary, sum, err)
+			}
+			var wantSess domain.ConsoleSession
+			var wantErr error
+			if digest != "" {
+				wantSess, wantErr = f.s.ConsoleSession(ctx, digest)
+			}
+			if got.Session != wantSess || domain.ErrorCode(got.SessionErr) != domain.ErrorCode(wantErr) || (wantErr == nil) != (got.SessionErr == nil) {
+				t.Fatalf("%s: session %+v %v, want %+v %v", what, got.Session, got.SessionErr, wantSess, wantErr)
+			}
+			return got
+		}
+		first := check("first page", domain.ListFilter{Limit: 5}, "d1")
+		if len(first.Page.Items) != 5 || first.Page.NextCursor == "" || first.Session.KeyID != "key_x" ||
+			first.Summary.Counts[domain.StatusQueued] != 7 || first.Summary.OldestProcessing == nil {
+			t.Fatalf("first page: %d items, cursor %q, %+v", len(first.Page.Items), first.Page.NextCursor, first)
+		}
+		check("next page", domain.ListFilter{Limit: 5, Cursor: first.Page.NextCursor}, "d1")
+		if p := check("empty page", domain.ListFilter{Type: "none"}, "unknown"); domain.ErrorCode(p.SessionErr) != domain.NotFound {
+			t.Fatalf("unknown session: %v", p.SessionErr)
+		}
+		if p := check("bad cursor", domain.ListFilter{Cursor: "garbage"}, ""); domain.ErrorCode(p.ListErr) != domain.InvalidCursor {
+			t.Fatalf("bad cursor: %v", p.ListErr)
+		}
+		if err := f.s.SetFrozen(ctx, "acme", true); err != nil {
+			t.Fatal(err)
+		}
+		if p := check("frozen", domain.ListFilter{}, "d1"); domain.ErrorCode(p.ListErr) != domain.TenantFrozen || !p.Summary.Frozen {
+			t.Fatalf("frozen: %v %+v", p.ListErr, p.Summary)
+		}
+	})
+}
+
+func ids(rs []*domain.Request) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.ID
+	}
+	return out
+}
+
+// countingHook counts the exchanges with Redis: each command or pipeline sent.
+type countingHook struct{ n *atomic.Int64 }
+
+func (h countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
+}
+
+func (h countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(1); return next(ctx, cmds) }
 }

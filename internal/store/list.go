@@ -34,6 +34,12 @@ type position struct {
 // List answers one page of a tenant's requests, newest first (spec §4). See
 // scripts/lua/list.lua for the plan and docs/listing.md for the costs.
 func (s *Store) List(ctx context.Context, tenant string, f domain.ListFilter) (*domain.ListPage, error) {
+	return s.list(ctx, tenant, f, nil)
+}
+
+// list is List; also, when not nil, adds commands of its own to each pipeline
+// that reads the page's records (ReadTenantPage, console_page.go).
+func (s *Store) list(ctx context.Context, tenant string, f domain.ListFilter, also func(redis.Pipeliner)) (*domain.ListPage, error) {
 	limit := f.Limit
 	if limit <= 0 {
 		limit = domain.DefaultListLimit
@@ -132,7 +138,7 @@ func (s *Store) List(ctx context.Context, tenant string, f domain.ListFilter) (*
 			ms, _ := idMillis(last)
 			pos = &position{ms: ms, id: last}
 		}
-		reqs, err := s.hydrate(ctx, tenant, all)
+		reqs, err := s.hydrate(ctx, tenant, all, also)
 		if err != nil {
 			return nil, err
 		}
@@ -168,7 +174,7 @@ type listed struct {
 // hydrate reads the records of ids, in their order: one MGET per shard (a
 // shard's keys share its slot, so this also works on a cluster), all in one
 // pipeline. A vanished record, or one past its retention, is nil.
-func (s *Store) hydrate(ctx context.Context, tenant string, ids []listed) ([]*domain.Request, error) {
+func (s *Store) hydrate(ctx context.Context, tenant string, ids []listed, also func(redis.Pipeliner)) ([]*domain.Request, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -194,6 +200,9 @@ func (s *Store) hydrate(ctx context.Context, tenant string, ids []listed) ([]*do
 		order = order[len(chunk):]
 		cmds := make([]*redis.SliceCmd, len(chunk))
 		_, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
+			if also != nil {
+				also(p)
+			}
 			for j, sh := range chunk {
 				tag := s.tag(tenant, sh)
 				keys := make([]string, len(byShard[sh]))

@@ -55,7 +55,7 @@ func TestHydrate(t *testing.T) {
 	for _, id := range ids {
 		at = append(at, listed{id: id, shard: shardOf(id)})
 	}
-	got, err := s.hydrate(ctx, "acme", at)
+	got, err := s.hydrate(ctx, "acme", at, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
