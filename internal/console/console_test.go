@@ -227,10 +227,17 @@ func TestTenantAdminSeesOnlyItsTenant(t *testing.T) {
 
 // TestSessionEnds: sign-out ends the session on the server (a kept copy of the
 // cookie is refused), a revoked key's session ends within the key cache TTL,
-// and a session ends after console.session_ttl.
+// and a session ends after console.session_ttl; on every backend (with an
+// autopipeliner the requests page reads its session in the list's pipeline).
 func TestSessionEnds(t *testing.T) {
+	for _, be := range testenv.Backends() {
+		t.Run(be.Name, func(t *testing.T) { testSessionEnds(t, be) })
+	}
+}
+
+func testSessionEnds(t *testing.T, be testenv.Backend) {
 	clock := testenv.NewClock(time.Now())
-	s := newStack(t, miniredis(), stackOptions{clock: clock.Now, cacheTTL: 10 * time.Second})
+	s := newStack(t, be, stackOptions{clock: clock.Now, cacheTTL: 10 * time.Second})
 	admin, adminID := s.key(t, "acme", adminScopes)
 
 	t.Run("SignOut", func(t *testing.T) {

@@ -2,7 +2,6 @@ package console
 
 import (
 	"context"
-	"html/template"
 	"net/http"
 	"net/url"
 	"sort"
@@ -48,120 +47,47 @@ func (s *Server) tenantsPage(w http.ResponseWriter, r *http.Request, v *view) {
 }
 
 // requestsPage: a tenant's requests, the list of §4 with its filters and
-// cursor, and the tenant's counts and oldest ages. The summary and the page
-// are read at the same time, so the page costs about one list call.
+// cursor, and the tenant's counts and oldest ages. The summary (and, answered
+// ahead, the session) ride the list's round trips, so the page costs about
+// one list call.
 func (s *Server) requestsPage(w http.ResponseWriter, r *http.Request, v *view) {
 	q := r.URL.Query()
 	f, ferr := wire.DecodeListQuery(map[string][]string(q))
 	var (
-		sum     domain.TenantSummary
-		sumErr  error
-		page    *domain.ListPage
-		listErr error
-		wg      sync.WaitGroup
+		read domain.TenantPage
+		err  error
 	)
-	wg.Add(1)
-	go func() { defer wg.Done(); sum, sumErr = s.st.TenantSummary(r.Context(), v.Tenant) }()
-	if ferr == nil {
-		page, listErr = s.st.List(r.Context(), v.Tenant, f)
+	if ferr != nil {
+		read.Summary, err = s.st.TenantSummary(r.Context(), v.Tenant)
+	} else {
+		read, err = s.st.ReadTenantPage(r.Context(), v.Tenant, f, v.check.take())
+		v.check.give(read.Session, read.SessionErr)
 	}
-	wg.Wait()
-	if sumErr != nil {
-		s.failed(w, r, v, sumErr)
+	if err != nil {
+		s.failed(w, r, v, err)
 		return
 	}
-	fv := filterForm(q)
-	data := map[string]any{"Summary": sum, "Now": s.opts.Now(), "Filter": fv,
-		"Counts": countsHTML(sum), "StatusBoxes": statusBoxesHTML(fv)}
+	d := &requestsData{Summary: read.Summary, Now: s.opts.Now(), Filter: filterForm(q)}
 	status := http.StatusOK
 	switch {
 	case ferr != nil:
-		status, data["Problem"] = http.StatusBadRequest, ferr
-	case domain.ErrorCode(listErr) == domain.TenantFrozen:
+		status, d.Problem = http.StatusBadRequest, ferr
+	case domain.ErrorCode(read.ListErr) == domain.TenantFrozen:
 		// the operator still sees the counts and the Unfreeze control
-		status, data["Problem"] = http.StatusForbidden, listErr
-	case listErr != nil:
-		s.failed(w, r, v, listErr)
+		status, d.Problem = http.StatusForbidden, read.ListErr
+	case read.ListErr != nil:
+		s.failed(w, r, v, read.ListErr)
 		return
 	default:
-		data["Items"], data["Rows"] = page.Items, tableRows(v.Tenant, page.Items)
-		if page.NextCursor != "" {
-			data["Next"] = nextPage(f, page.NextCursor)
+		d.Items = read.Page.Items
+		if read.Page.NextCursor != "" {
+			d.Next = nextPage(f, read.Page.NextCursor)
 		}
 	}
-	v.Title, v.Nav, v.Data = "Requests of "+v.Tenant, "requests", data
-	s.render(w, r, status, "requests", v)
-}
-
-// tableRows renders the rows of the requests table in Go, every value
-// escaped: html/template calls an escaper through reflection for every action,
-// which dominates a page of many rows (BenchmarkRequestsPage).
-func tableRows(tenant string, items []*domain.Request) template.HTML {
-	b := make([]byte, 0, len(items)*700)
-	esc := template.HTMLEscapeString
-	base := `/t/` + esc(url.PathEscape(tenant)) + `/requests/`
-	for _, r := range items {
-		id := esc(r.ID)
-		b = append(b, `<tr data-id="`...)
-		b = append(b, id...)
-		b = append(b, "\">\n  <td><a class=\"mono\" href=\""...)
-		b = append(b, base...)
-		b = append(b, id...)
-		b = append(b, `">`...)
-		b = append(b, id...)
-		b = append(b, "</a></td>\n  <td>"...)
-		b = append(b, esc(r.Type)...)
-		b = append(b, "</td>\n  <td>"...)
-		b = append(b, statusTag(r.Status)...)
-		b = append(b, "</td>\n  <td>"...)
-		b = appendTime(b, r.CreatedAt.Time)
-		b = append(b, "</td>\n  <td>"...)
-		b = appendTime(b, r.UpdatedAt.Time)
-		b = append(b, "</td>\n  <td class=\"mono\">"...)
-		b = append(b, esc(r.CreatedBy)...)
-		b = append(b, "</td>\n</tr>\n"...)
-	}
-	return template.HTML(b)
-}
-
-// countsHTML is the list items of the counts by status, and statusBoxesHTML
-// the status checkboxes of the filter form: written in Go for the reason
-// tableRows is (two loops over the statuses were most of the template's
-// work). Status words are [a-z] only.
-func countsHTML(sum domain.TenantSummary) template.HTML {
-	b := make([]byte, 0, 512)
-	for _, st := range domain.Statuses {
-		b = append(b, "<li>"...)
-		b = append(b, statusTag(st)...)
-		b = append(b, " <strong>"...)
-		b = strconv.AppendInt(b, sum.Counts[st], 10)
-		b = append(b, "</strong></li>"...)
-	}
-	return template.HTML(b)
-}
-
-func statusBoxesHTML(fv filterValues) template.HTML {
-	b := make([]byte, 0, 768)
-	for _, st := range domain.Statuses {
-		b = append(b, `<label><input type="checkbox" name="status" value="`...)
-		b = append(b, st...)
-		b = append(b, '"')
-		if fv.Status[st] {
-			b = append(b, " checked"...)
-		}
-		b = append(b, "> "...)
-		b = append(b, st...)
-		b = append(b, "</label>"...)
-	}
-	return template.HTML(b)
-}
-
-// appendTime is timeTag for a time that may be zero (then nothing).
-func appendTime(b []byte, t time.Time) []byte {
-	if t.IsZero() {
-		return b
-	}
-	return appendTimeTag(b, t)
+	v.Title, v.Nav = "Requests of "+v.Tenant, "requests"
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(appendRequestsPage(make([]byte, 0, d.pageSize()), v, d))
 }
 
 // filterForm is what the filter form shows back: the values as given.

@@ -23,6 +23,8 @@ type view struct {
 	Data    any
 	// Live, when set, is the URL of the page's live stream (request, figures).
 	Live string
+	// check, when set, is the session read the page may make itself (ahead).
+	check *sessionCheck
 }
 
 // parsePages parses each page with the layout: templates/layout.html defines
@@ -114,17 +116,55 @@ func timeTag(t any) template.HTML {
 
 // appendTimeTag appends timeTag's markup for t (not zero). Both layouts
 // write only digits, letters, spaces and "-:.", so nothing needs escaping.
+// The digits are written by hand for years 0 to 9999 (a page has two times a
+// row, and AppendFormat parses its layout each time).
 func appendTimeTag(b []byte, t time.Time) []byte {
 	u := t.UTC()
 	b = append(b, `<time datetime="`...)
 	iso := len(b)
-	b = u.AppendFormat(b, domain.TimeLayout)
+	year, month, day := u.Date()
+	if year < 0 || year > 9999 {
+		b = u.AppendFormat(b, domain.TimeLayout)
+		isoEnd := len(b)
+		b = append(b, `" title="`...)
+		b = append(b, b[iso:isoEnd]...)
+		b = append(b, `">`...)
+		b = u.AppendFormat(b, "2006-01-02 15:04:05 UTC")
+		return append(b, "</time>"...)
+	}
+	hour, minute, sec := u.Clock()
+	b = appendDigits(b, year, 4)
+	b = append(b, '-')
+	b = appendDigits(b, int(month), 2)
+	b = append(b, '-')
+	b = appendDigits(b, day, 2)
+	b = append(b, 'T')
+	b = appendDigits(b, hour, 2)
+	b = append(b, ':')
+	b = appendDigits(b, minute, 2)
+	b = append(b, ':')
+	b = appendDigits(b, sec, 2)
+	b = append(b, '.')
+	b = appendDigits(b, u.Nanosecond()/1e6, 3)
+	b = append(b, 'Z')
 	isoEnd := len(b)
 	b = append(b, `" title="`...)
 	b = append(b, b[iso:isoEnd]...)
 	b = append(b, `">`...)
-	b = u.AppendFormat(b, "2006-01-02 15:04:05 UTC")
-	return append(b, "</time>"...)
+	b = append(b, b[iso:iso+10]...) // the date
+	b = append(b, ' ')
+	b = append(b, b[iso+11:iso+19]...) // the time to the second
+	return append(b, " UTC</time>"...)
+}
+
+// appendDigits appends n (0 <= n < 10^width, width <= 4) in width digits.
+func appendDigits(b []byte, n, width int) []byte {
+	var d [4]byte
+	for i := width - 1; i >= 0; i-- {
+		d[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return append(b, d[:width]...)
 }
 
 // statusTag shows a status as its word of §3 on a colour: never colour alone.
@@ -141,10 +181,7 @@ func statusTag(v any) template.HTML {
 	case string:
 		s = domain.Status(x)
 	}
-	if !s.Valid() {
-		return template.HTML(template.HTMLEscapeString(string(s)))
-	}
-	return template.HTML(`<span class="st st-` + string(s) + `">` + string(s) + `</span>`)
+	return template.HTML(appendStatus(nil, s))
 }
 
 // age is how long ago t was, rounded for reading ("3m 20s").

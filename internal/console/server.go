@@ -23,6 +23,10 @@ import (
 type Store interface {
 	Tenants(ctx context.Context) ([]string, error)
 	TenantSummary(ctx context.Context, tenant string) (domain.TenantSummary, error)
+	// ReadTenantPage is List and TenantSummary of tenant and, when
+	// sessionDigest is not "", ConsoleSession(sessionDigest), in about the
+	// time of List alone.
+	ReadTenantPage(ctx context.Context, tenant string, f domain.ListFilter, sessionDigest string) (domain.TenantPage, error)
 	List(ctx context.Context, tenant string, f domain.ListFilter) (*domain.ListPage, error)
 	Poll(ctx context.Context, p domain.PollParams) (domain.PollResult, error)
 	Cancel(ctx context.Context, p domain.TransitionParams, in domain.CancelInput) (*domain.Request, error)
@@ -148,7 +152,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /t/{tenant}/unfreeze", s.operatorTenant(s.confirmFreeze(false)))
 	m.HandleFunc("POST /t/{tenant}/unfreeze", s.operatorTenant(s.freeze(false)))
 
-	m.HandleFunc("GET /t/{tenant}/requests", s.tenant(s.requestsPage))
+	m.HandleFunc("GET /t/{tenant}/requests", s.tenantWith(s.requestsPage, readsOwnSession))
 	m.HandleFunc("GET /t/{tenant}/requests/{id}", s.tenant(s.requestPage))
 	m.HandleFunc("GET /t/{tenant}/requests/{id}/live", s.tenant(s.requestLive))
 	m.HandleFunc("GET /t/{tenant}/requests/{id}/cancel", s.tenant(s.confirmRequestAction("cancel")))

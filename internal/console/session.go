@@ -69,24 +69,31 @@ func (s *Server) load(r *http.Request) (*current, error) {
 	if err != nil || len(ck.Value) != 43 {
 		return nil, nil
 	}
-	sess, err := s.st.ConsoleSession(r.Context(), digest(ck.Value))
+	d := digest(ck.Value)
+	sess, err := s.st.ConsoleSession(r.Context(), d)
+	return s.verify(r.Context(), ck.Value, d, sess, err)
+}
+
+// verify is load's verdict on the session record read under d (the digest of
+// the cookie value plain): sess and err are that read's result.
+func (s *Server) verify(ctx context.Context, plain, d string, sess domain.ConsoleSession, err error) (*current, error) {
 	if domain.ErrorCode(err) == domain.NotFound {
-		s.seen.forget(digest(ck.Value))
+		s.seen.forget(d)
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	k, found, err := s.auth.KeyByID(r.Context(), sess.KeyID)
+	k, found, err := s.auth.KeyByID(ctx, sess.KeyID)
 	if err != nil {
 		return nil, err
 	}
 	if !found || k.Operator != sess.Operator || (!k.Operator && (k.Tenant != sess.Tenant || !k.Scopes.Has(domain.ScopeAdmin))) {
-		s.seen.forget(digest(ck.Value))
+		s.seen.forget(d)
 		return nil, nil
 	}
-	s.seen.remember(digest(ck.Value), sess)
-	return &current{ConsoleSession: sess, plain: ck.Value}, nil
+	s.seen.remember(d, sess)
+	return &current{ConsoleSession: sess, plain: plain}, nil
 }
 
 // seenSessions are the sessions this replica has lately found valid. They
@@ -138,8 +145,10 @@ func (c *seenSessions) lookup(d string) (domain.ConsoleSession, bool) {
 // and the answer goes out only if the load confirms the same session.
 // Otherwise answered is false and c, err are the load's result, for the
 // ordinary path to answer (sign-in page, or the error). Only pages that read
-// (GET, HEAD) and end (not the live streams) are answered ahead.
-func (s *Server) ahead(w http.ResponseWriter, r *http.Request, h handler) (answered bool, c *current, err error) {
+// (GET, HEAD) and end (not the live streams) are answered ahead. With
+// ownRead the page may read the session record itself (view.check), in one of
+// its own round trips; when it does not, it is read after the page.
+func (s *Server) ahead(w http.ResponseWriter, r *http.Request, h handler, ownRead bool) (answered bool, c *current, err error) {
 	ck, cerr := r.Cookie(sessionCookie)
 	if cerr != nil || len(ck.Value) != 43 || (r.Method != http.MethodGet && r.Method != http.MethodHead) ||
 		strings.HasSuffix(r.Pattern, "/live") {
@@ -155,15 +164,27 @@ func (s *Server) ahead(w http.ResponseWriter, r *http.Request, h handler) (answe
 		c   *current
 		err error
 	}
-	done := make(chan loaded, 1)
-	go func() {
-		c, err := s.load(r)
-		done <- loaded{c, err}
-	}()
 	held := &heldAnswer{header: http.Header{}}
 	guess := &current{ConsoleSession: seen, plain: ck.Value}
-	h(held, r, &view{Session: guess, CSRF: guess.csrf()})
-	got := <-done
+	v := &view{Session: guess, CSRF: guess.csrf()}
+	var got loaded
+	if ownRead {
+		v.check = &sessionCheck{digest: digest(ck.Value)}
+		h(held, r, v)
+		if chk := v.check; chk.read {
+			got.c, got.err = s.verify(r.Context(), ck.Value, chk.digest, chk.sess, chk.err)
+		} else {
+			got.c, got.err = s.load(r)
+		}
+	} else {
+		done := make(chan loaded, 1)
+		go func() {
+			c, err := s.load(r)
+			done <- loaded{c, err}
+		}()
+		h(held, r, v)
+		got = <-done
+	}
 	if got.err != nil || got.c == nil || got.c.KeyID != seen.KeyID || got.c.Tenant != seen.Tenant || got.c.Operator != seen.Operator {
 		return false, got.c, got.err
 	}
@@ -172,6 +193,34 @@ func (s *Server) ahead(w http.ResponseWriter, r *http.Request, h handler) (answe
 	}
 	held.send(w)
 	return true, nil, nil
+}
+
+// sessionCheck is the read of its session record that a page answered ahead
+// may make itself (take, then give what it read), so that the check costs no
+// round trip of its own. Its methods do nothing on nil (a page not answered
+// ahead, whose session is already known).
+type sessionCheck struct {
+	digest string
+	read   bool
+	sess   domain.ConsoleSession
+	err    error
+}
+
+// take is the digest to read the session record under; "" when there is
+// nothing to read.
+func (c *sessionCheck) take() string {
+	if c == nil {
+		return ""
+	}
+	return c.digest
+}
+
+// give hands over what was read under take's digest.
+func (c *sessionCheck) give(sess domain.ConsoleSession, err error) {
+	if c == nil {
+		return
+	}
+	c.read, c.sess, c.err = true, sess, err
 }
 
 // heldAnswer is an answer kept in memory until it may be sent.
@@ -208,9 +257,16 @@ type handler func(w http.ResponseWriter, r *http.Request, v *view)
 
 // session requires a signed-in caller: without one the answer is 401 and the
 // sign-in page; a POST must carry the session's CSRF token (403 without it).
-func (s *Server) session(h handler) http.HandlerFunc {
+func (s *Server) session(h handler) http.HandlerFunc { return s.sessionWith(h, false) }
+
+// readsOwnSession marks a page that reads its session record itself when it
+// is answered ahead (view.check).
+const readsOwnSession = true
+
+// sessionWith is session; ownRead is readsOwnSession or not.
+func (s *Server) sessionWith(h handler, ownRead bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		answered, c, err := s.ahead(w, r, h)
+		answered, c, err := s.ahead(w, r, h, ownRead)
 		if answered {
 			return
 		}
@@ -254,8 +310,11 @@ func (s *Server) onlyOperator(h handler) handler {
 // tenant requires a session that may see the tenant named in the URL: an
 // operator sees every tenant, a tenant admin key its own only; any other
 // tenant is the same "not found" page as an unknown id.
-func (s *Server) tenant(h handler) http.HandlerFunc {
-	return s.session(func(w http.ResponseWriter, r *http.Request, v *view) {
+func (s *Server) tenant(h handler) http.HandlerFunc { return s.tenantWith(h, false) }
+
+// tenantWith is tenant; ownRead is readsOwnSession or not.
+func (s *Server) tenantWith(h handler, ownRead bool) http.HandlerFunc {
+	return s.sessionWith(func(w http.ResponseWriter, r *http.Request, v *view) {
 		t := r.PathValue("tenant")
 		if !auth.ValidTenant(t) || (!v.Session.Operator && t != v.Session.Tenant) {
 			s.notFound(w, r, v)
@@ -263,7 +322,7 @@ func (s *Server) tenant(h handler) http.HandlerFunc {
 		}
 		v.Tenant = t
 		h(w, r, v)
-	})
+	}, ownRead)
 }
 
 // home is where a session starts: the tenants page for an operator, the
