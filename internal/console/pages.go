@@ -87,7 +87,7 @@ func (s *Server) requestsPage(w http.ResponseWriter, r *http.Request, v *view) {
 	v.Title, v.Nav = "Requests of "+v.Tenant, "requests"
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	_, _ = w.Write(appendRequestsPage(make([]byte, 0, d.pageSize()), v, d))
+	s.bufs.writeBody(w, appendRequestsPage(s.bufs.get(), v, d))
 }
 
 // filterForm is what the filter form shows back: the values as given.

@@ -26,9 +26,6 @@ type requestsData struct {
 	Next    string            // the next page's query; "" on the last page
 }
 
-// pageSize guesses the size of the page, for its buffer.
-func (d *requestsData) pageSize() int { return 4096 + len(d.Items)*768 }
-
 // appendRequestsPage appends the whole page: the layout's frame around the
 // requests content, as templates/layout.html and requests.html write them.
 func appendRequestsPage(b []byte, v *view, d *requestsData) []byte {

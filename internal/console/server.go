@@ -88,6 +88,7 @@ type Server struct {
 	mux   *http.ServeMux
 	figs  *sampler
 	seen  seenSessions
+	bufs  buffers
 }
 
 //go:embed templates/*.html

@@ -1,7 +1,6 @@
 package console
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/hmac"
@@ -155,7 +154,8 @@ func (s *Server) ahead(w http.ResponseWriter, r *http.Request, h handler, ownRea
 		c, err = s.load(r)
 		return false, c, err
 	}
-	seen, ok := s.seen.lookup(digest(ck.Value))
+	d := digest(ck.Value)
+	seen, ok := s.seen.lookup(d)
 	if !ok {
 		c, err = s.load(r)
 		return false, c, err
@@ -165,11 +165,12 @@ func (s *Server) ahead(w http.ResponseWriter, r *http.Request, h handler, ownRea
 		err error
 	}
 	held := &heldAnswer{header: http.Header{}}
+	defer func() { s.bufs.release(held.body) }()
 	guess := &current{ConsoleSession: seen, plain: ck.Value}
 	v := &view{Session: guess, CSRF: guess.csrf()}
 	var got loaded
 	if ownRead {
-		v.check = &sessionCheck{digest: digest(ck.Value)}
+		v.check = &sessionCheck{digest: d}
 		h(held, r, v)
 		if chk := v.check; chk.read {
 			got.c, got.err = s.verify(r.Context(), ck.Value, chk.digest, chk.sess, chk.err)
@@ -227,7 +228,7 @@ func (c *sessionCheck) give(sess domain.ConsoleSession, err error) {
 type heldAnswer struct {
 	header http.Header
 	status int
-	body   bytes.Buffer
+	body   []byte
 }
 
 func (a *heldAnswer) Header() http.Header { return a.header }
@@ -240,7 +241,8 @@ func (a *heldAnswer) WriteHeader(code int) {
 
 func (a *heldAnswer) Write(b []byte) (int, error) {
 	a.WriteHeader(http.StatusOK)
-	return a.body.Write(b)
+	a.body = append(a.body, b...)
+	return len(b), nil
 }
 
 func (a *heldAnswer) send(w http.ResponseWriter) {
@@ -249,7 +251,39 @@ func (a *heldAnswer) send(w http.ResponseWriter) {
 		h[k] = v
 	}
 	w.WriteHeader(cmp.Or(a.status, http.StatusOK))
-	_, _ = w.Write(a.body.Bytes())
+	_, _ = w.Write(a.body)
+}
+
+// buffers are the bodies of pages written in Go, reused: a page of 50 rows is
+// over 32 KiB, which Go would allocate (and clear) as a large object each
+// time.
+type buffers struct{ pool sync.Pool }
+
+func (p *buffers) get() []byte {
+	if b, ok := p.pool.Get().(*[]byte); ok {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, 64<<10)
+}
+
+// release takes b back once nothing refers to it (an answer written, or
+// dropped).
+func (p *buffers) release(b []byte) {
+	if cap(b) >= 16<<10 && cap(b) <= 1<<20 {
+		p.pool.Put(&b)
+	}
+}
+
+// writeBody writes body b, taken from bufs: a held answer keeps it as its own
+// body (released once sent), anything else copies it at once.
+func (p *buffers) writeBody(w http.ResponseWriter, b []byte) {
+	if a, ok := w.(*heldAnswer); ok && len(a.body) == 0 {
+		a.WriteHeader(http.StatusOK)
+		a.body = b
+		return
+	}
+	_, _ = w.Write(b)
+	p.release(b)
 }
 
 // handler is a page handler that knows its caller.
