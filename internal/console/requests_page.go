@@ -47,17 +47,8 @@ func appendRequestsPage(b []byte, v *view, d *requestsData) []byte {
 	if c := v.Session; c != nil {
 		if c.Operator {
 			b = append(b, "\n  <nav aria-label=\"Service\">"...)
-			for _, n := range [...]struct{ nav, label string }{
-				{"tenants", "Tenants"}, {"figures", "Figures"}, {"config", "Configuration"}, {"operator-keys", "Operator keys"},
-			} {
-				b = append(b, "\n    <a href=\"/"...)
-				b = append(b, n.nav...)
-				b = append(b, '"')
-				b = appendCurrent(b, v.Nav == n.nav)
-				b = append(b, '>')
-				b = append(b, n.label...)
-				b = append(b, "</a>"...)
-			}
+			b = appendNav(b, "\n    ", "", v.Nav, []navEntry{
+				{"tenants", "Tenants"}, {"figures", "Figures"}, {"config", "Configuration"}, {"operator-keys", "Operator keys"}})
 			b = append(b, "\n  </nav>"...)
 		}
 		b = append(b, "\n  <span class=\"who\">"...)
@@ -79,19 +70,8 @@ func appendRequestsPage(b []byte, v *view, d *requestsData) []byte {
 		b = append(b, "\n<nav class=\"tenant\" aria-label=\"Tenant\">\n  <strong>"...)
 		b = appendEscaped(b, v.Tenant)
 		b = append(b, "</strong>"...)
-		for _, n := range [...]struct{ nav, label string }{
-			{"requests", "Requests"}, {"webhooks", "Webhooks"}, {"keys", "API keys"},
-		} {
-			b = append(b, "\n  <a href=\"/t/"...)
-			b = appendURLPart(b, v.Tenant)
-			b = append(b, '/')
-			b = append(b, n.nav...)
-			b = append(b, '"')
-			b = appendCurrent(b, v.Nav == n.nav)
-			b = append(b, '>')
-			b = append(b, n.label...)
-			b = append(b, "</a>"...)
-		}
+		b = appendNav(b, "\n  ", v.Tenant, v.Nav, []navEntry{
+			{"requests", "Requests"}, {"webhooks", "Webhooks"}, {"keys", "API keys"}})
 		b = append(b, "\n</nav>"...)
 	}
 	b = append(b, "\n<main>\n<h1>"...)
@@ -101,9 +81,29 @@ func appendRequestsPage(b []byte, v *view, d *requestsData) []byte {
 	return append(b, "\n</main>\n</body>\n</html>\n"...)
 }
 
-func appendCurrent(b []byte, current bool) []byte {
-	if current {
-		b = append(b, ` aria-current="page"`...)
+// navEntry is a link of the navigation: its path below the base and its label.
+type navEntry struct{ nav, label string }
+
+// appendNav appends the links of entries, each on a line of its own after
+// indent, below "/" (or "/t/tenant/" when tenant is set); the active one is
+// marked as the current page.
+func appendNav(b []byte, indent, tenant, active string, entries []navEntry) []byte {
+	for _, n := range entries {
+		b = append(b, indent...)
+		b = append(b, `<a href="/`...)
+		if tenant != "" {
+			b = append(b, "t/"...)
+			b = appendURLPart(b, tenant)
+			b = append(b, '/')
+		}
+		b = append(b, n.nav...)
+		b = append(b, '"')
+		if n.nav == active {
+			b = append(b, ` aria-current="page"`...)
+		}
+		b = append(b, '>')
+		b = append(b, n.label...)
+		b = append(b, "</a>"...)
 	}
 	return b
 }
