@@ -106,7 +106,7 @@ func (s *Store) WebhookTenants(ctx context.Context) ([]domain.WebhookTenant, err
 // every shard's outbox is empty.
 func (s *Store) PruneWebhookTenant(ctx context.Context, tenant string) (bool, error) {
 	prune := func(name string) (bool, error) {
-		r, err := s.run(ctx, s.sc.webhookPrune, []string{s.k.webhookFilter(tagOf(name)), s.k.outbox(tagOf(name)), s.k.webhookRetries(tagOf(name))})
+		r, err := s.run(ctx, s.sc.webhookPrune, scriptCall{keys: []string{s.k.webhookFilter(tagOf(name)), s.k.outbox(tagOf(name)), s.k.webhookRetries(tagOf(name))}})
 		if err != nil {
 			return false, backend("prune webhook tenant", err)
 		}
@@ -270,7 +270,7 @@ func (s *Store) ClaimWebhookRetries(ctx context.Context, tenants []string, now, 
 		if count <= 0 {
 			break
 		}
-		r, err := s.run(ctx, s.sc.webhookClaim, []string{s.k.webhookRetries(tagOf(t))}, ms(now), ms(leaseUntil), count)
+		r, err := s.run(ctx, s.sc.webhookClaim, scriptCall{[]string{s.k.webhookRetries(tagOf(t))}, []any{ms(now), ms(leaseUntil), count}})
 		if err != nil {
 			return out, backend("claim webhook retries", err)
 		}
@@ -399,8 +399,8 @@ func (s *Store) SettleWebhook(ctx context.Context, m domain.WebhookMessage, o do
 	if m.Retry != "" {
 		lease = strconv.FormatInt(m.Lease, 10)
 	}
-	r, err := s.run(ctx, s.sc.webhookSettle, []string{s.k.outbox(tagOf(m.Queue())), s.k.webhookRetries(tagOf(m.Queue())), s.k.webhookLog(tagOf(m.Queue()), m.EndpointID)},
-		webhookGroup, m.EntryID, m.Retry, lease, next, due, log, webhookLogCap, force)
+	r, err := s.run(ctx, s.sc.webhookSettle, scriptCall{[]string{s.k.outbox(tagOf(m.Queue())), s.k.webhookRetries(tagOf(m.Queue())), s.k.webhookLog(tagOf(m.Queue()), m.EndpointID)},
+		[]any{webhookGroup, m.EntryID, m.Retry, lease, next, due, log, webhookLogCap, force}})
 	if err != nil {
 		return backend("settle webhook message "+m.ID, err)
 	}
