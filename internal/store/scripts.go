@@ -284,9 +284,11 @@ type reply struct {
 	// str is the rest of a string reply after its code digit and its rate
 	// part (see decodeReply).
 	str string
-	// rate is the rate limit the script counted (rate_reply in lib.lua), nil
-	// when it counted none.
-	rate *domain.RateInfo
+	// rate is the rate limit the script counted (rate_reply in lib.lua) when
+	// counted is true. A value, not a pointer: the hot writes copy it out
+	// (setRate), and a pointer cost each reply an allocation.
+	rate    domain.RateInfo
+	counted bool
 }
 
 // detail is what follows the code, for scriptError: a table reply's elements, or
@@ -333,7 +335,7 @@ func decodeReply(v any) (reply, error) {
 			if !ok {
 				return reply{}, fmt.Errorf("unexpected script reply %q", truncateReply(str))
 			}
-			r.rate, r.str = rate, rest
+			r.rate, r.counted, r.str = rate, true, rest
 		}
 		return r, nil
 	}
@@ -350,7 +352,7 @@ func decodeReply(v any) (reply, error) {
 		if err != nil || code < 0 {
 			return reply{}, fmt.Errorf("unexpected script outcome %q", truncateReply(c))
 		}
-		r := reply{code: code, rest: arr[1:]}
+		r := reply{code: code, rest: arr[1:], counted: counted}
 		if counted {
 			var rest string
 			if r.rate, rest, ok = parseRateReply(rate); !ok || rest != "" {
@@ -364,10 +366,10 @@ func decodeReply(v any) (reply, error) {
 
 // parseRateReply reads rate_reply's "<limit>,<remaining>,<reset ms>;" (after
 // its ':') and returns what follows it.
-func parseRateReply(s string) (*domain.RateInfo, string, bool) {
+func parseRateReply(s string) (domain.RateInfo, string, bool) {
 	head, rest, ok := strings.Cut(s, ";")
 	if !ok {
-		return nil, "", false
+		return domain.RateInfo{}, "", false
 	}
 	var n [3]int64
 	for i := range n {
@@ -375,14 +377,14 @@ func parseRateReply(s string) (*domain.RateInfo, string, bool) {
 		f, head, _ = strings.Cut(head, ",")
 		v, err := strconv.ParseInt(f, 10, 64)
 		if err != nil {
-			return nil, "", false
+			return domain.RateInfo{}, "", false
 		}
 		n[i] = v
 	}
 	if head != "" {
-		return nil, "", false
+		return domain.RateInfo{}, "", false
 	}
-	return &domain.RateInfo{Limit: n[0], Remaining: n[1], Reset: time.UnixMilli(n[2])}, rest, true
+	return domain.RateInfo{Limit: n[0], Remaining: n[1], Reset: time.UnixMilli(n[2])}, rest, true
 }
 
 // truncateReply keeps an error message about a malformed reply short.
@@ -425,11 +427,7 @@ func (s *Store) outcome(op, id string, r reply, results ...int64) error {
 		e.RetryAfterSeconds = left
 		return e
 	case codeRateLimited:
-		var reset time.Time
-		if r.rate != nil {
-			reset = r.rate.Reset
-		}
-		wait := max(int((reset.Sub(s.now())+time.Second-1)/time.Second), 1)
+		wait := max(int((r.rate.Reset.Sub(s.now())+time.Second-1)/time.Second), 1)
 		e := domain.Errorf(domain.RateLimited, "Too many requests; retry after %d s.", wait)
 		e.RetryAfterSeconds = wait
 		return e

@@ -252,8 +252,8 @@ func (s *Store) counters(tag, scope, credential string) counters {
 
 // setRate hands a counted rate limit to the caller's out parameter.
 func setRate(out *domain.RateInfo, r reply) {
-	if out != nil && r.rate != nil {
-		*out = *r.rate
+	if out != nil && r.counted {
+		*out = r.rate
 	}
 }
 
@@ -507,7 +507,10 @@ func (s *Store) readAt(ctx context.Context, tag string, p domain.PollParams, wit
 	if err != nil {
 		return res, backend("read request "+p.ID, err)
 	}
-	res.Rate = r.rate
+	if r.counted {
+		rate := r.rate
+		res.Rate = &rate
+	}
 	pr, ok := parsePollReply(r.str)
 	if !ok || (r.code == codeOK && !pr.hasRec) {
 		return res, unexpected("read request", r)
