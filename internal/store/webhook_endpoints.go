@@ -192,25 +192,16 @@ func (s *Store) Webhooks(ctx context.Context, c domain.WebhookCall) ([]domain.We
 		return nil, err
 	}
 	ids := keys.Val()
-	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
-	defer cancel()
+	cmds, err := eachPipelined(ctx, s, ids, func(ctx context.Context, p redis.Pipeliner, id string) *redis.MapStringStringCmd {
+		return p.HGetAll(ctx, s.k.webhook(tenant, id))
+	})
+	if err != nil {
+		return nil, backend("list webhooks", err)
+	}
 	out := make([]domain.Webhook, 0, len(ids))
-	for len(ids) > 0 {
-		chunk := ids[:min(len(ids), pipelineChunk)]
-		ids = ids[len(chunk):]
-		cmds := make([]*redis.MapStringStringCmd, len(chunk))
-		if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, id := range chunk {
-				cmds[i] = p.HGetAll(ctx, s.k.webhook(tenant, id))
-			}
-			return nil
-		}); err != nil {
-			return nil, backend("list webhooks", err)
-		}
-		for i, c := range cmds {
-			if w := decodeWebhook(chunk[i], c.Val()); w != nil {
-				out = append(out, *w)
-			}
+	for i, c := range cmds {
+		if w := decodeWebhook(ids[i], c.Val()); w != nil {
+			out = append(out, *w)
 		}
 	}
 	sortWebhooks(out)
