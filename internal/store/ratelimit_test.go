@@ -8,6 +8,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
 	"github.com/asyncstatus/asyncstatus/internal/store"
+	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 
 // rates is a RateLimits with the given per-credential write and admin limits a
@@ -197,8 +198,13 @@ func TestAdminAndListingRateLimits(t *testing.T) {
 			t.Fatalf("list webhooks: %d %+v %v", len(ws), rate, err)
 		}
 		rate = domain.RateInfo{}
+		trips := &testenv.RoundTrips{}
+		f.rdb.AddHook(trips)
 		if got, err := f.s.Webhook(ctx, call, "ep_a"); err != nil || got.URL != w.URL || rate.Remaining != 0 {
 			t.Fatalf("read webhook: %+v %+v %v", got, rate, err)
+		}
+		if n := trips.Trips.Load(); n != 1 { // counted in the read's own pipeline
+			t.Fatalf("a counted webhook read took %d round trips, want 1", n)
 		}
 		_, err := f.s.Webhook(ctx, call, "ep_a")
 		refused("read", err)
