@@ -204,16 +204,7 @@ func TestWriteLimitHoldsUnderLoad(t *testing.T) {
 // so no separate limiter call fails open or apart; /metrics exports the
 // limiter's series, at 0.
 func TestRedisDownRefusesWrites(t *testing.T) {
-	p := testenv.StartRedisProcess(t)
-	env := map[string]string{"ASYNCSTATUS_REDIS_URL": "redis://" + p.Addr() + "/0",
-		"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET": strings.Repeat("s", 32), "ASYNCSTATUS_WEBHOOKS_SECRET_KEY": strings.Repeat("w", 32),
-		"ASYNCSTATUS_LOG_LEVEL": "error", "ASYNCSTATUS_AUTH_KEY_CACHE_TTL": "10m", "ASYNCSTATUS_REDIS_OP_TIMEOUT": "300ms"}
-	out, _, err := runCmd(t, env, "keys", "create", "--tenant", "down", "--scopes", "read,write,admin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := strings.TrimSpace(out)
-	base, _, _ := serving(t, env)
+	p, base, key := servingOnRedis(t, "down", map[string]string{"ASYNCSTATUS_AUTH_KEY_CACHE_TTL": "10m", "ASYNCSTATUS_REDIS_OP_TIMEOUT": "300ms"})
 	code, r, _ := do(t, "POST", base+"/v1/requests", key, `{"type":"x"}`)
 	if code != 202 {
 		t.Fatalf("create while Redis is up: %d", code)
@@ -246,6 +237,25 @@ func TestRedisDownRefusesWrites(t *testing.T) {
 	}
 }
 
+// servingOnRedis serves on a redis-server of its own, with webhooks on and
+// the settings of extra, and makes a read, write and admin key of tenant.
+func servingOnRedis(t *testing.T, tenant string, extra map[string]string) (*testenv.Process, string, string) {
+	t.Helper()
+	p := testenv.StartRedisProcess(t)
+	env := map[string]string{"ASYNCSTATUS_REDIS_URL": "redis://" + p.Addr() + "/0",
+		"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET": strings.Repeat("s", 32), "ASYNCSTATUS_WEBHOOKS_SECRET_KEY": strings.Repeat("w", 32),
+		"ASYNCSTATUS_LOG_LEVEL": "error"}
+	for k, v := range extra {
+		env[k] = v
+	}
+	out, _, err := runCmd(t, env, "keys", "create", "--tenant", tenant, "--scopes", "read,write,admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, _, _ := serving(t, env)
+	return p, base, strings.TrimSpace(out)
+}
+
 // metricValue is the value of an unlabelled series in a scrape, -1 if absent.
 func metricValue(scrape, name string) float64 {
 	for _, l := range strings.Split(scrape, "\n") {
@@ -264,16 +274,7 @@ func metricValue(scrape, name string) float64 {
 // route does: RateLimit-* headers on each answer, then 429 RATE_LIMITED with
 // Retry-After once the key's budget is spent.
 func TestAdminAndListingLimitsOverHTTP(t *testing.T) {
-	p := testenv.StartRedisProcess(t)
-	env := map[string]string{"ASYNCSTATUS_REDIS_URL": "redis://" + p.Addr() + "/0",
-		"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET": strings.Repeat("s", 32), "ASYNCSTATUS_WEBHOOKS_SECRET_KEY": strings.Repeat("w", 32),
-		"ASYNCSTATUS_LOG_LEVEL": "error", "ASYNCSTATUS_RATELIMIT_ADMIN": "2-M", "ASYNCSTATUS_RATELIMIT_READ": "2-M"}
-	out, _, err := runCmd(t, env, "keys", "create", "--tenant", "lim", "--scopes", "read,write,admin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := strings.TrimSpace(out)
-	base, _, _ := serving(t, env)
+	_, base, key := servingOnRedis(t, "lim", map[string]string{"ASYNCSTATUS_RATELIMIT_ADMIN": "2-M", "ASYNCSTATUS_RATELIMIT_READ": "2-M"})
 	for _, path := range []string{"/v1/webhooks", "/v1/requests"} {
 		for want := 1; want >= 0; want-- {
 			code, pr, h := do(t, "GET", base+path, key, "")
