@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/asyncstatus/asyncstatus/internal/config"
+	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/httpapi"
 	"github.com/asyncstatus/asyncstatus/internal/metrics"
 	"github.com/asyncstatus/asyncstatus/internal/store"
@@ -166,7 +167,7 @@ func (c resealCounts) String() string {
 // compare-and-set on the sealed form read, so an endpoint deleted or
 // registered again meanwhile is left as it is.
 func resealTenant(ctx context.Context, st *store.Store, sealer *webhook.Sealer, tenant string, dry bool, c *resealCounts, stderr io.Writer) error {
-	eps, err := st.Webhooks(ctx, tenant)
+	eps, err := st.Webhooks(ctx, domain.WebhookCall{Tenant: tenant})
 	if err != nil {
 		return err
 	}

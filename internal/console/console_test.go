@@ -425,7 +425,7 @@ func TestPages(t *testing.T) {
 	t.Run("Webhooks", func(t *testing.T) {
 		w := domain.Webhook{ID: "wh_0123456789abcdef", URL: "https://hooks.example/in", Events: []domain.WebhookEvent{"request.succeeded"},
 			Description: "billing", CreatedAt: domain.Time{Time: time.Now()}, SealedSecret: "sealed-not-shown"}
-		if err := s.st.SaveWebhook(ctx, "acme", w, 10); err != nil {
+		if err := s.st.SaveWebhook(ctx, domain.WebhookCall{Tenant: "acme"}, w, 10); err != nil {
 			t.Fatal(err)
 		}
 		a := c.get("/t/acme/webhooks")

@@ -220,7 +220,7 @@ func (s *Server) freeze(freeze bool) handler {
 }
 
 func (s *Server) webhooksPage(w http.ResponseWriter, r *http.Request, v *view) {
-	hooks, err := s.st.Webhooks(r.Context(), v.Tenant)
+	hooks, err := s.st.Webhooks(r.Context(), domain.WebhookCall{Tenant: v.Tenant})
 	if err != nil {
 		s.failed(w, r, v, err)
 		return
@@ -231,7 +231,7 @@ func (s *Server) webhooksPage(w http.ResponseWriter, r *http.Request, v *view) {
 
 func (s *Server) deliveriesPage(w http.ResponseWriter, r *http.Request, v *view) {
 	id := r.PathValue("id")
-	ds, err := s.st.WebhookDeliveries(r.Context(), v.Tenant, id)
+	ds, err := s.st.WebhookDeliveries(r.Context(), domain.WebhookCall{Tenant: v.Tenant}, id)
 	if err != nil {
 		s.failed(w, r, v, err)
 		return

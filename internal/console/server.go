@@ -32,8 +32,8 @@ type Store interface {
 	Cancel(ctx context.Context, p domain.TransitionParams, in domain.CancelInput) (*domain.Request, error)
 	DeleteBy(ctx context.Context, tenant, id, by string) error
 	SetFrozen(ctx context.Context, tenant string, frozen bool) error
-	Webhooks(ctx context.Context, tenant string) ([]domain.Webhook, error)
-	WebhookDeliveries(ctx context.Context, tenant, id string) ([]domain.WebhookDelivery, error)
+	Webhooks(ctx context.Context, c domain.WebhookCall) ([]domain.Webhook, error)
+	WebhookDeliveries(ctx context.Context, c domain.WebhookCall, id string) ([]domain.WebhookDelivery, error)
 	ListKeys(ctx context.Context, tenant string) ([]domain.APIKey, error)
 	ListOperatorKeys(ctx context.Context) ([]domain.APIKey, error)
 	RevokeKey(ctx context.Context, id string) error

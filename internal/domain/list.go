@@ -20,6 +20,11 @@ type ListFilter struct {
 	Limit int
 	// Cursor is the opaque continuation from a previous page; "" for the first.
 	Cursor string
+	// Credential names the rate-limit counter the listing is counted on (the
+	// API key id); "": not counted. Rate, when set, receives the counted
+	// limit. Neither is part of the filter a cursor is bound to.
+	Credential string
+	Rate       *RateInfo
 }
 
 // ListPage is one page of a listing, newest first.

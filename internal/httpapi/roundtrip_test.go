@@ -210,3 +210,35 @@ func TestEventsCountedByTheScript(t *testing.T) {
 		t.Fatalf("the middleware limiter counted reads: %v", lim.calls)
 	}
 }
+
+// TestListingCountedByTheScript: with the read limits counted by the scripts,
+// a listing is counted by the listing script itself: no more round trips than
+// the listing needs (its script, then the records' MGET), RateLimit-* from
+// the store, 429 RATE_LIMITED once the budget is spent, and never the
+// middleware's limiter.
+func TestListingCountedByTheScript(t *testing.T) {
+	e, lim := envWithPollRate(t, 3)
+	e.mustCreate("acme-rw")
+	c := &testenv.RoundTrips{}
+	e.rdb.AddHook(c)
+	e.call("GET", "/v1/requests", "", e.as("acme-r")...) // warms the key cache and the script
+	before := c.Trips.Load()
+	r := e.call("GET", "/v1/requests", "", e.as("acme-r")...)
+	if r.code != 200 || r.h.Get("RateLimit-Limit") != "3" || r.h.Get("RateLimit-Remaining") != "1" || r.h.Get("RateLimit-Reset") == "" {
+		t.Fatalf("listing: %d %v %s", r.code, r.h, r.body)
+	}
+	if got := c.Trips.Load() - before; got != 2 {
+		t.Fatalf("%d round trips, want 2 (list.lua, MGET)", got)
+	}
+	e.call("GET", "/v1/requests", "", e.as("acme-r")...)
+	r = e.call("GET", "/v1/requests", "", e.as("acme-r")...)
+	wantProblem(t, r, 429, "RATE_LIMITED")
+	if r.h.Get("Retry-After") == "" || r.h.Get("RateLimit-Remaining") != "0" {
+		t.Fatalf("refused listing: %v", r.h)
+	}
+	for _, c := range lim.calls {
+		if strings.HasSuffix(c, "/read") {
+			t.Fatalf("the middleware limiter counted a listing: %v", lim.calls)
+		}
+	}
+}

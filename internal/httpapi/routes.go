@@ -20,7 +20,7 @@ func (s *Server) routes() {
 
 	v1 := a.Group("/v1")
 	v1.Post("/requests", s.authedCounted(domain.ScopeWrite, false), s.create)
-	v1.Get("/requests", s.authed(domain.ScopeRead, false), s.list) // API keys only: poll tokens cannot list
+	v1.Get("/requests", s.authedCounted(domain.ScopeRead, false), s.list) // API keys only: poll tokens cannot list
 	v1.Get("/requests/:id", s.authedPoll(), s.poll)
 	v1.Get("/requests/:id/events", s.authedCounted(domain.ScopeRead, true), s.events)
 	if s.opts.Waits != nil { // spec §12 (stream.go)
@@ -33,10 +33,10 @@ func (s *Server) routes() {
 	v1.Delete("/requests/:id", s.authedCounted(domain.ScopeAdmin, false), s.remove)
 
 	if s.opts.Webhooks != nil { // webhooks.enabled (spec §10; webhooks.go)
-		v1.Post("/webhooks", s.authed(domain.ScopeAdmin, false), s.registerWebhook)
-		v1.Get("/webhooks", s.authed(domain.ScopeAdmin, false), s.listWebhooks)
-		v1.Get("/webhooks/:id", s.authed(domain.ScopeAdmin, false), s.getWebhook)
-		v1.Delete("/webhooks/:id", s.authed(domain.ScopeAdmin, false), s.deleteWebhook)
-		v1.Get("/webhooks/:id/deliveries", s.authed(domain.ScopeAdmin, false), s.webhookDeliveries)
+		v1.Post("/webhooks", s.authedCounted(domain.ScopeAdmin, false), s.registerWebhook)
+		v1.Get("/webhooks", s.authedCounted(domain.ScopeAdmin, false), s.listWebhooks)
+		v1.Get("/webhooks/:id", s.authedCounted(domain.ScopeAdmin, false), s.getWebhook)
+		v1.Delete("/webhooks/:id", s.authedCounted(domain.ScopeAdmin, false), s.deleteWebhook)
+		v1.Get("/webhooks/:id/deliveries", s.authedCounted(domain.ScopeAdmin, false), s.webhookDeliveries)
 	}
 }

@@ -45,11 +45,11 @@ type Requests interface {
 // Webhooks is what the HTTP layer needs to manage webhook endpoints (spec §10).
 // Options.Webhooks nil turns the /v1/webhooks routes off (webhooks.enabled false).
 type Webhooks interface {
-	RegisterWebhook(ctx context.Context, tenant string, in domain.WebhookInput) (*domain.Webhook, error)
-	ListWebhooks(ctx context.Context, tenant string) ([]domain.Webhook, error)
-	Webhook(ctx context.Context, tenant, id string) (*domain.Webhook, error)
-	DeleteWebhook(ctx context.Context, tenant, id string) error
-	WebhookDeliveries(ctx context.Context, tenant, id string) ([]domain.WebhookDelivery, error)
+	RegisterWebhook(ctx context.Context, c domain.WebhookCall, in domain.WebhookInput) (*domain.Webhook, error)
+	ListWebhooks(ctx context.Context, c domain.WebhookCall) ([]domain.Webhook, error)
+	Webhook(ctx context.Context, c domain.WebhookCall, id string) (*domain.Webhook, error)
+	DeleteWebhook(ctx context.Context, c domain.WebhookCall, id string) error
+	WebhookDeliveries(ctx context.Context, c domain.WebhookCall, id string) ([]domain.WebhookDelivery, error)
 }
 
 // Authenticator checks credentials.

@@ -22,7 +22,9 @@ func (s *Server) registerWebhook(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	w, err := s.opts.Webhooks.RegisterWebhook(c.UserContext(), principal(c).Tenant, in)
+	call := s.webhookCall(c)
+	w, err := s.opts.Webhooks.RegisterWebhook(c.UserContext(), call, in)
+	setCountedRate(c, call.Rate)
 	if err != nil {
 		return err
 	}
@@ -32,7 +34,9 @@ func (s *Server) registerWebhook(c *fiber.Ctx) error {
 }
 
 func (s *Server) listWebhooks(c *fiber.Ctx) error {
-	ws, err := s.opts.Webhooks.ListWebhooks(c.UserContext(), principal(c).Tenant)
+	call := s.webhookCall(c)
+	ws, err := s.opts.Webhooks.ListWebhooks(c.UserContext(), call)
+	setCountedRate(c, call.Rate)
 	if err != nil {
 		return err
 	}
@@ -43,7 +47,9 @@ func (s *Server) listWebhooks(c *fiber.Ctx) error {
 }
 
 func (s *Server) getWebhook(c *fiber.Ctx) error {
-	w, err := s.opts.Webhooks.Webhook(c.UserContext(), principal(c).Tenant, utils.CopyString(c.Params("id")))
+	call := s.webhookCall(c)
+	w, err := s.opts.Webhooks.Webhook(c.UserContext(), call, utils.CopyString(c.Params("id")))
+	setCountedRate(c, call.Rate)
 	if err != nil {
 		return err
 	}
@@ -51,14 +57,19 @@ func (s *Server) getWebhook(c *fiber.Ctx) error {
 }
 
 func (s *Server) deleteWebhook(c *fiber.Ctx) error {
-	if err := s.opts.Webhooks.DeleteWebhook(c.UserContext(), principal(c).Tenant, utils.CopyString(c.Params("id"))); err != nil {
+	call := s.webhookCall(c)
+	err := s.opts.Webhooks.DeleteWebhook(c.UserContext(), call, utils.CopyString(c.Params("id")))
+	setCountedRate(c, call.Rate)
+	if err != nil {
 		return err
 	}
 	return c.SendStatus(fiber.StatusNoContent)
 }
 
 func (s *Server) webhookDeliveries(c *fiber.Ctx) error {
-	ds, err := s.opts.Webhooks.WebhookDeliveries(c.UserContext(), principal(c).Tenant, utils.CopyString(c.Params("id")))
+	call := s.webhookCall(c)
+	ds, err := s.opts.Webhooks.WebhookDeliveries(c.UserContext(), call, utils.CopyString(c.Params("id")))
+	setCountedRate(c, call.Rate)
 	if err != nil {
 		return err
 	}
@@ -66,6 +77,14 @@ func (s *Server) webhookDeliveries(c *fiber.Ctx) error {
 		ds = []domain.WebhookDelivery{}
 	}
 	return s.writeWebhookJSON(c, fiber.StatusOK, fiber.Map{"items": ds})
+}
+
+// webhookCall is the caller of a webhook route: its tenant, and the
+// credential the store counts the admin rate limits on (when it counts them:
+// authedCounted).
+func (s *Server) webhookCall(c *fiber.Ctx) domain.WebhookCall {
+	p := principal(c)
+	return domain.WebhookCall{Tenant: p.Tenant, Credential: rateCredential(p), Rate: s.countedRate(c)}
 }
 
 // writeWebhookJSON answers with a JSON body that must not be cached (it may hold a secret).

@@ -115,17 +115,9 @@ func (s *Store) ClaimStaleAudit(ctx context.Context, consumer string, tenants []
 // hand, or by a later version) is acknowledged and deleted, so that it is not
 // handed out again and again; it cannot carry an event, so nothing is lost.
 func (s *Store) decodeAudit(ctx context.Context, tenant string, xs []redis.XMessage) []domain.AuditEvent {
-	out := make([]domain.AuditEvent, 0, len(xs))
-	var bad []string
-	for _, x := range xs {
-		if e, ok := decodeAuditEntry(tenant, x); ok {
-			out = append(out, e)
-		} else {
-			bad = append(bad, x.ID)
-		}
-	}
-	s.dropEntries(ctx, s.k.audit(tagOf(tenant)), auditGroup, bad)
-	return out
+	return decodeStream(ctx, s, s.k.audit(tagOf(tenant)), auditGroup, xs, func(x redis.XMessage) (domain.AuditEvent, bool) {
+		return decodeAuditEntry(tenant, x)
+	})
 }
 
 // decodeAuditEntry reads an entry's one field, e: request id, version, seq,

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/store"
 )
@@ -336,6 +338,32 @@ func TestAuditConsumers(t *testing.T) {
 						t.Fatalf("consumer %s of %s was not reaped (%d reaped)", c.Name, tag, reaped)
 					}
 				}
+			}
+		}
+	})
+}
+
+// TestUndecodableStreamEntriesDropped: an outbox or audit entry that does not
+// decode (written by hand, or by a later version) is not handed out, and is
+// acknowledged and deleted, so that no reader meets it again.
+func TestUndecodableStreamEntriesDropped(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		f := newFixture(t, b, nil)
+		outbox, audit := f.prefix+":{acme}:ob", f.prefix+":{acme}:au"
+		for _, key := range []string{outbox, audit} {
+			if err := f.rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: []string{"junk", "1"}}).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if msgs, err := f.s.ReadOutbox(ctx, "c1", map[string]int{"acme": 10}); err != nil || len(msgs) != 0 {
+			t.Fatalf("outbox: %+v %v", msgs, err)
+		}
+		if evs, err := f.s.ReadAudit(ctx, "c1", []string{"acme"}, 10); err != nil || len(evs) != 0 {
+			t.Fatalf("audit: %+v %v", evs, err)
+		}
+		for _, key := range []string{outbox, audit} {
+			if n := f.rdb.XLen(ctx, key).Val(); n != 0 {
+				t.Errorf("%s still holds %d entries", key, n)
 			}
 		}
 	})

@@ -100,7 +100,7 @@ func (s *Store) list(ctx context.Context, tenant string, f domain.ListFilter, al
 			calls[i] = scriptCall{keys: []string{s.k.meta(tag)}, args: []any{letters, f.Type, maxScore, minScore,
 				cID, strconv.Itoa(want), s.k.indexPrefix(tag)}}
 		}
-		replies, err := s.runEach(ctx, s.sc.list, calls)
+		replies, err := s.runList(ctx, calls, round == 0, tags[0], f)
 		if err != nil {
 			return nil, backend("list requests", err)
 		}
@@ -110,8 +110,8 @@ func (s *Store) list(ctx context.Context, tenant string, f domain.ListFilter, al
 		var all []listed
 		more = false
 		for i, r := range replies {
-			if r.code != codeOK {
-				return nil, s.scriptError("list requests", "", r.code, r.rest)
+			if err := s.outcome("list requests", "", r, codeOK); err != nil {
+				return nil, err
 			}
 			if len(r.rest) < 2 {
 				return nil, unexpected("list requests", r)

@@ -8,6 +8,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
 	"github.com/asyncstatus/asyncstatus/internal/store"
+	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 
 // rates is a RateLimits with the given per-credential write and admin limits a
@@ -158,6 +159,90 @@ func TestUncountedCalls(t *testing.T) {
 		for _, tag := range store.TenantTags(f.s, "acme") {
 			if n := f.rdb.Exists(ctx, f.prefix+":"+tag+":rl:tenant", f.prefix+":"+tag+":rl:write:key_a").Val(); n != 0 {
 				t.Fatalf("%d counters written in %s", n, tag)
+			}
+		}
+	})
+}
+
+// TestAdminAndListingRateLimits: webhook management counts against the admin
+// limits inside its own round trip (register and delete in their scripts,
+// the reads in the pipeline of the read), listings against the read limits in
+// their first shard's script call; a refused call changes nothing and reads
+// nothing it answers, and says how long to wait.
+func TestAdminAndListingRateLimits(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		// the tenant-level calls count on shard 0's counters ({acme}), each
+		// shard enforcing ceil(limit / S)
+		f := newFixture(t, b, func(o *store.Options) {
+			o.RateLimits = rates(1000, int64(3*b.Shards))
+			o.RateLimits.Read.Limit = int64(2 * b.Shards)
+		})
+		var rate domain.RateInfo
+		call := domain.WebhookCall{Tenant: "acme", Credential: "key_a", Rate: &rate}
+		w := domain.Webhook{ID: "ep_a", URL: "https://partner.example/a", Events: domain.DefaultWebhookEvents,
+			CreatedAt: domain.TimeMs(f.clock.Now().UnixMilli()), SealedSecret: "v1.sealed-a"}
+		refused := func(what string, err error) {
+			t.Helper()
+			wantCode(t, err, domain.RateLimited)
+			var de *domain.Error
+			if !asDomain(err, &de) || de.RetryAfterSeconds < 1 || de.RetryAfterSeconds > 60 || rate.Remaining != 0 || rate.Limit == 0 {
+				t.Fatalf("refused %s: %+v %+v", what, rate, de)
+			}
+		}
+
+		if err := f.s.SaveWebhook(ctx, call, w, 20); err != nil || rate.Limit != 3 || rate.Remaining != 2 || !rate.Reset.After(f.clock.Now()) {
+			t.Fatalf("register: %+v %v", rate, err)
+		}
+		rate = domain.RateInfo{}
+		if ws, err := f.s.Webhooks(ctx, call); err != nil || len(ws) != 1 || rate.Remaining != 1 {
+			t.Fatalf("list webhooks: %d %+v %v", len(ws), rate, err)
+		}
+		rate = domain.RateInfo{}
+		trips := &testenv.RoundTrips{}
+		f.rdb.AddHook(trips)
+		if got, err := f.s.Webhook(ctx, call, "ep_a"); err != nil || got.URL != w.URL || rate.Remaining != 0 {
+			t.Fatalf("read webhook: %+v %+v %v", got, rate, err)
+		}
+		if n := trips.Trips.Load(); n != 1 { // counted in the read's own pipeline
+			t.Fatalf("a counted webhook read took %d round trips, want 1", n)
+		}
+		_, err := f.s.Webhook(ctx, call, "ep_a")
+		refused("read", err)
+		_, err = f.s.Webhooks(ctx, call)
+		refused("list", err)
+		_, err = f.s.WebhookDeliveries(ctx, call, "ep_a")
+		refused("deliveries", err)
+		refused("delete", f.s.DeleteWebhook(ctx, call, "ep_a"))
+		w2 := w
+		w2.ID = "ep_b"
+		refused("register", f.s.SaveWebhook(ctx, call, w2, 20))
+		if ws, err := f.s.Webhooks(ctx, domain.WebhookCall{Tenant: "acme"}); err != nil || len(ws) != 1 || ws[0].ID != "ep_a" {
+			t.Fatalf("refused calls changed the endpoints: %+v %v", ws, err)
+		}
+
+		// listings: the read budget (2), counted once per listing however
+		// many shards it asks
+		f.mustCreate(t, "acme", "x")
+		list := func() (*domain.ListPage, error) {
+			rate = domain.RateInfo{}
+			return f.s.List(ctx, "acme", domain.ListFilter{Credential: "key_a", Rate: &rate})
+		}
+		for want := int64(1); want >= 0; want-- {
+			if page, err := list(); err != nil || len(page.Items) != 1 || rate.Limit != 2 || rate.Remaining != want {
+				t.Fatalf("listing: %+v %v", rate, err)
+			}
+		}
+		page, err := list()
+		refused("listing", err)
+		if page != nil {
+			t.Fatalf("a refused listing answered %+v", page)
+		}
+
+		for key, want := range map[string]string{
+			f.prefix + ":{acme}:rl:admin:key_a": "8", f.prefix + ":{acme}:rl:read:key_a": "3", f.prefix + ":{acme}:rl:tenant": "5",
+		} {
+			if v := f.rdb.Get(ctx, key).Val(); v != want {
+				t.Errorf("%s = %q, want %q", key, v, want)
 			}
 		}
 	})

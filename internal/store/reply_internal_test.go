@@ -24,7 +24,7 @@ func readPolled(in string) (polled, bool) {
 		return polled{}, false
 	}
 	p := polled{n: 1, nums: [4]int64{pr.n}, rec: pr.rec, hasRec: pr.hasRec}
-	if r.rate != nil {
+	if r.counted {
 		p.n, p.nums[1], p.nums[2], p.nums[3] = 4, r.rate.Limit, r.rate.Remaining, r.rate.Reset.UnixMilli()
 	}
 	return p, true

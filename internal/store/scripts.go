@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
 	lua "github.com/asyncstatus/asyncstatus/scripts/lua"
 )
 
@@ -32,9 +33,9 @@ type script struct {
 // scripts are the loaded scripts, each with the constants and the parts of
 // lib.lua it uses prepended; every one is run by run (runEach for a pipeline).
 type scripts struct {
-	create, transition, poll, remove, sweep, list, reapply *script
-	webhookRegister, webhookDelete, webhookClaim           *script
-	webhookSettle, webhookPrune, webhookReseal             *script
+	create, transition, poll, remove, sweep, list, reapply, rate *script
+	webhookRegister, webhookDelete, webhookClaim                 *script
+	webhookSettle, webhookPrune, webhookReseal                   *script
 }
 
 // registry names every script: its file, whether it is an acknowledged write,
@@ -51,6 +52,7 @@ var registry = []struct {
 	{"sweep.lua", false, func(s *scripts) **script { return &s.sweep }},
 	{"list.lua", false, func(s *scripts) **script { return &s.list }},
 	{"reapply.lua", false, func(s *scripts) **script { return &s.reapply }},
+	{"rate.lua", false, func(s *scripts) **script { return &s.rate }},
 	{"webhook_register.lua", false, func(s *scripts) **script { return &s.webhookRegister }},
 	{"webhook_delete.lua", false, func(s *scripts) **script { return &s.webhookDelete }},
 	{"webhook_claim.lua", false, func(s *scripts) **script { return &s.webhookClaim }},
@@ -282,9 +284,11 @@ type reply struct {
 	// str is the rest of a string reply after its code digit and its rate
 	// part (see decodeReply).
 	str string
-	// rate is the rate limit the script counted (rate_reply in lib.lua), nil
-	// when it counted none.
-	rate *domain.RateInfo
+	// rate is the rate limit the script counted (rate_reply in lib.lua) when
+	// counted is true. A value, not a pointer: the hot writes copy it out
+	// (setRate), and a pointer cost each reply an allocation.
+	rate    domain.RateInfo
+	counted bool
 }
 
 // detail is what follows the code, for scriptError: a table reply's elements, or
@@ -314,7 +318,9 @@ const (
 )
 
 // decodeReply reads a script's answer: a string whose first byte is the outcome
-// code, or a flat array whose first element is.
+// code, or a flat array whose first element is: an integer, or a string of the
+// code's digits and, when the script counted a rate limit, its rate part
+// (rate_reply in lib.lua).
 func decodeReply(v any) (reply, error) {
 	// The hot scripts (poll, create, transition) answer one string whose first
 	// byte is the code digit: Redis converts a Lua string into a reply faster than
@@ -329,7 +335,7 @@ func decodeReply(v any) (reply, error) {
 			if !ok {
 				return reply{}, fmt.Errorf("unexpected script reply %q", truncateReply(str))
 			}
-			r.rate, r.str = rate, rest
+			r.rate, r.counted, r.str = rate, true, rest
 		}
 		return r, nil
 	}
@@ -337,19 +343,33 @@ func decodeReply(v any) (reply, error) {
 	if !ok || len(arr) == 0 {
 		return reply{}, fmt.Errorf("unexpected script reply %T", v)
 	}
-	code, ok := arr[0].(int64)
-	if !ok {
-		return reply{}, fmt.Errorf("unexpected script outcome %T", arr[0])
+	switch c := arr[0].(type) {
+	case int64:
+		return reply{code: c, rest: arr[1:]}, nil
+	case string:
+		digits, rate, counted := strings.Cut(c, ":")
+		code, err := strconv.ParseInt(digits, 10, 64)
+		if err != nil || code < 0 {
+			return reply{}, fmt.Errorf("unexpected script outcome %q", truncateReply(c))
+		}
+		r := reply{code: code, rest: arr[1:], counted: counted}
+		if counted {
+			var rest string
+			if r.rate, rest, ok = parseRateReply(rate); !ok || rest != "" {
+				return reply{}, fmt.Errorf("unexpected script outcome %q", truncateReply(c))
+			}
+		}
+		return r, nil
 	}
-	return reply{code: code, rest: arr[1:]}, nil
+	return reply{}, fmt.Errorf("unexpected script outcome %T", arr[0])
 }
 
 // parseRateReply reads rate_reply's "<limit>,<remaining>,<reset ms>;" (after
 // its ':') and returns what follows it.
-func parseRateReply(s string) (*domain.RateInfo, string, bool) {
+func parseRateReply(s string) (domain.RateInfo, string, bool) {
 	head, rest, ok := strings.Cut(s, ";")
 	if !ok {
-		return nil, "", false
+		return domain.RateInfo{}, "", false
 	}
 	var n [3]int64
 	for i := range n {
@@ -357,14 +377,14 @@ func parseRateReply(s string) (*domain.RateInfo, string, bool) {
 		f, head, _ = strings.Cut(head, ",")
 		v, err := strconv.ParseInt(f, 10, 64)
 		if err != nil {
-			return nil, "", false
+			return domain.RateInfo{}, "", false
 		}
 		n[i] = v
 	}
 	if head != "" {
-		return nil, "", false
+		return domain.RateInfo{}, "", false
 	}
-	return &domain.RateInfo{Limit: n[0], Remaining: n[1], Reset: time.UnixMilli(n[2])}, rest, true
+	return domain.RateInfo{Limit: n[0], Remaining: n[1], Reset: time.UnixMilli(n[2])}, rest, true
 }
 
 // truncateReply keeps an error message about a malformed reply short.
@@ -375,21 +395,26 @@ func truncateReply(s string) string {
 	return s
 }
 
-// scriptError is the one place where a script's outcome becomes a domain error.
-// Callers decode the outcomes that carry a result (ok, replay, and their own
-// harmless ones) and hand every other code here. detail is what follows the
-// code and any common prefix of that script's reply (see its header): the
-// seconds left for codeTooEarly, the reset time (Unix ms) for codeRateLimited,
-// the record string for codeTerminal, the limit for codeWebhookLimit. id names
-// the request.
-func (s *Store) scriptError(op, id string, code int64, detail []any) error {
+// outcome is the one place where a script's outcome becomes a domain error.
+// It answers nil for the codes of results, which carry the caller's result
+// (the caller decodes them), and the domain error of every other code: rate
+// limited (its reset from the reply's rate part), and every error code. The
+// detail an error reads is what follows the code and any common prefix of
+// that script's reply (reply.detail; see its header): the seconds left for
+// codeTooEarly, the record string for codeTerminal, the limit for
+// codeWebhookLimit. id names the request.
+func (s *Store) outcome(op, id string, r reply, results ...int64) error {
+	if slices.Contains(results, r.code) {
+		return nil
+	}
+	detail := r.detail()
 	first := func() int64 {
 		if len(detail) == 0 {
 			return 0
 		}
 		return toInt64(detail[0])
 	}
-	switch code {
+	switch r.code {
 	case codeNotFound:
 		return domain.ErrNotFound()
 	case codeFrozen:
@@ -402,7 +427,7 @@ func (s *Store) scriptError(op, id string, code int64, detail []any) error {
 		e.RetryAfterSeconds = left
 		return e
 	case codeRateLimited:
-		wait := max(int((time.UnixMilli(first()).Sub(s.now())+time.Second-1)/time.Second), 1)
+		wait := max(int((r.rate.Reset.Sub(s.now())+time.Second-1)/time.Second), 1)
 		e := domain.Errorf(domain.RateLimited, "Too many requests; retry after %d s.", wait)
 		e.RetryAfterSeconds = wait
 		return e
@@ -423,17 +448,7 @@ func (s *Store) scriptError(op, id string, code int64, detail []any) error {
 	case codeWebhookLimit:
 		return domain.Errorf(domain.ValidationFailed, "A tenant may register at most %d webhook endpoints; delete one first.", first())
 	}
-	return backend(op, fmt.Errorf("unexpected script outcome %d", code))
-}
-
-// rateLimited is the error of a call the script refused for its rate limits
-// (codeRateLimited with a rate part).
-func (s *Store) rateLimited(r reply) error {
-	var reset int64
-	if r.rate != nil {
-		reset = r.rate.Reset.UnixMilli()
-	}
-	return s.scriptError("rate limit", "", codeRateLimited, []any{reset})
+	return backend(op, fmt.Errorf("unexpected script outcome %d", r.code))
 }
 
 // errNothingToDo: a sweeper's guarded transition found the request moved on.
@@ -442,7 +457,8 @@ var errNothingToDo = errors.New("nothing to do")
 // run executes a script (EVALSHA, falling back to EVAL when Redis lost its script
 // cache) and decodes the outcome code. With Options.WaitReplicas > 0, the writes
 // callers are told about also wait for the replicas (durability.go).
-func (s *Store) run(ctx context.Context, sc *script, keys []string, args ...any) (reply, error) {
+func (s *Store) run(ctx context.Context, sc *script, c scriptCall) (reply, error) {
+	keys, args := c.keys, c.args
 	if s.waitsForReplicas(sc) {
 		return s.runReplicated(ctx, sc, keys, args...)
 	}
@@ -459,10 +475,47 @@ func (s *Store) run(ctx context.Context, sc *script, keys []string, args ...any)
 	return decodeReply(v)
 }
 
-// scriptCall is one call of a script: its keys and arguments.
+// scriptCall is one call of a script: its KEYS and ARGV, in the order of the
+// script's header. An operation with more than a few of them has an args
+// struct whose call method builds them (createArgs, transitionArgs, ...), so
+// that the header and Go agree in one place.
 type scriptCall struct {
 	keys []string
 	args []any
+}
+
+// counters are the two rate-limit counters a call is counted on (Store.counters),
+// the credential's and its tenant's; zero when it is not counted. Every script
+// that counts takes them as a pair of optional KEYS (rate_gate in lib.lua).
+type counters struct{ cred, tenant string }
+
+// appendTo appends the pair to keys, when there is one.
+func (c counters) appendTo(keys []string) []string {
+	if c.cred == "" {
+		return keys
+	}
+	return append(keys, c.cred, c.tenant)
+}
+
+// runList runs list.lua's calls, one per shard, for one round of a listing;
+// the first round's first call (first) also counts the listing against
+// f.Credential's read rate limits on the counters under tag (list.lua's
+// header), and f.Rate receives the counted limit. A refused listing is the
+// rate-limited outcome of that reply.
+func (s *Store) runList(ctx context.Context, calls []scriptCall, first bool, tag string, f domain.ListFilter) ([]reply, error) {
+	rate := counters{}
+	if first {
+		rate = s.counters(tag, ratelimit.ScopeRead, f.Credential)
+	}
+	if rate.cred != "" {
+		c := &calls[0]
+		c.keys, c.args = rate.appendTo(c.keys), append(c.args, ms(s.now()))
+	}
+	replies, err := s.runEach(ctx, s.sc.list, calls)
+	if err == nil && rate.cred != "" {
+		setRate(f.Rate, replies[0])
+	}
+	return replies, err
 }
 
 // runEach runs sc once per call, all in one pipeline (on a Cluster go-redis
@@ -474,7 +527,7 @@ type scriptCall struct {
 // Redis that lost the script gets it loaded (SCRIPT LOAD) and the calls again.
 func (s *Store) runEach(ctx context.Context, sc *script, calls []scriptCall) ([]reply, error) {
 	if len(calls) == 1 {
-		r, err := s.run(ctx, sc, calls[0].keys, calls[0].args...)
+		r, err := s.run(ctx, sc, calls[0])
 		return []reply{r}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)

@@ -239,20 +239,21 @@ func rateConstants(r *ratelimit.Rates, shards int) []luaConst {
 // HTTP layer asks, so that a call is counted once, here or there.
 func (s *Store) CountsRateLimits(scope string) bool { return s.opts.RateLimits.Counts(scope) }
 
-// rateKeys appends the counters of a call of credential for scope about
-// request id to keys, when the scripts count that scope and a credential is given.
-func (s *Store) rateKeys(keys []string, tag, scope, credential string) []string {
+// counters are the rate-limit counters, under hash tag tag, of a call of
+// credential for scope: none when the scripts do not count that scope or no
+// credential is given.
+func (s *Store) counters(tag, scope, credential string) counters {
 	if credential == "" || !s.opts.RateLimits.Counts(scope) {
-		return keys
+		return counters{}
 	}
 	c, t := s.k.rateCounters(tag, scope, credential)
-	return append(keys, c, t)
+	return counters{c, t}
 }
 
 // setRate hands a counted rate limit to the caller's out parameter.
 func setRate(out *domain.RateInfo, r reply) {
-	if out != nil && r.rate != nil {
-		*out = *r.rate
+	if out != nil && r.counted {
+		*out = r.rate
 	}
 }
 
@@ -359,21 +360,22 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 		id := u.String()
 		// created_at is the id's own timestamp, so that id order is creation order.
 		created := uuidTime(u)
-		keys := []string{s.k.record(tag, id), s.k.meta(tag), s.k.index(tag, domain.StatusQueued, in.Type),
-			s.k.webhookFilter(tag), s.k.outbox(tag), s.k.audit(tag)}
-		// counted once: a retry after a stale idempotency entry is the same call
-		if attempt == 0 {
-			keys = s.rateKeys(keys, tag, ratelimit.ScopeWrite, p.Credential)
+		a := createArgs{on: on{tag: tag, id: id, now: ms(created)}, rec: newRecord(in.Type, p.CreatedBy, in.Context),
+			fp: fp, stale: stale, typ: in.Type, by: p.CreatedBy}
+		if attempt == 0 { // counted once: a retry after a stale idempotency entry is the same call
+			a.rate = s.counters(tag, ratelimit.ScopeWrite, p.Credential)
 		}
 		if p.IdemKey != "" {
-			keys = append(keys, s.k.idempotency(tag, hex.EncodeToString(digest)))
+			a.idem = s.k.idempotency(tag, hex.EncodeToString(digest))
 		}
-		r, err := s.run(ctx, s.sc.create, keys, id, ms(created), newRecord(in.Type, p.CreatedBy, in.Context),
-			fp, stale, in.Type, p.CreatedBy)
+		r, err := s.run(ctx, s.sc.create, a.call(s.k))
 		if err != nil {
 			return nil, false, backend("create request", err)
 		}
 		setRate(p.Rate, r)
+		if err := s.outcome("create request", id, r, codeOK, codeReplay); err != nil {
+			return nil, false, err
+		}
 		switch r.code {
 		case codeOK:
 			s.registerTenant(ctx, p.Tenant)
@@ -392,13 +394,43 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 				continue
 			}
 			return req, err == nil, err
-		case codeRateLimited:
-			return nil, false, s.rateLimited(r)
-		default:
-			return nil, false, s.scriptError("create request", id, r.code, r.detail())
 		}
 	}
 	return nil, false, backend("create request", errors.New("idempotency entry kept changing"))
+}
+
+// on is what every call of a request script names: the request (its id,
+// under hash tag tag), the call's time (unix ms), and the rate counters it
+// is counted on.
+type on struct {
+	tag, id, now string
+	rate         counters
+}
+
+// createArgs is what a create asks of create.lua; its now is created_at (the
+// id's own).
+type createArgs struct {
+	on
+	// rec is the record (newRecord).
+	rec string
+	// fp is the body's digest for the Idempotency-Key ("" without one); stale
+	// an id an entry of that key may name and be taken over from.
+	fp, stale string
+	typ, by   string
+	// idem is the Idempotency-Key's key, "" without one.
+	idem string
+}
+
+// call is create.lua's KEYS and ARGV, in its header's order.
+func (a createArgs) call(k keys) scriptCall {
+	keys := make([]string, 6, 9)
+	keys[0], keys[1], keys[2] = k.record(a.tag, a.id), k.meta(a.tag), k.index(a.tag, domain.StatusQueued, a.typ)
+	keys[3], keys[4], keys[5] = k.webhookFilter(a.tag), k.outbox(a.tag), k.audit(a.tag)
+	keys = a.rate.appendTo(keys)
+	if a.idem != "" {
+		keys = append(keys, a.idem)
+	}
+	return scriptCall{keys, []any{a.id, a.now, a.rec, a.fp, a.stale, a.typ, a.by}}
 }
 
 // uuidTime is the millisecond timestamp of a UUIDv7.
@@ -467,31 +499,43 @@ func (s *Store) read(ctx context.Context, p domain.PollParams, withEvents bool) 
 // read rate limits (Options.RateLimits), on that shard's counters.
 func (s *Store) readAt(ctx context.Context, tag string, p domain.PollParams, withEvents, count bool) (domain.PollResult, error) {
 	var res domain.PollResult
-	keys := []string{s.k.record(tag, p.ID), s.k.meta(tag), s.k.pacing(tag, p.ID)}
+	a := pollArgs{on: on{tag: tag, id: p.ID, now: ms(s.now())}, caller: p.Caller}
 	if count {
-		keys = s.rateKeys(keys, tag, ratelimit.ScopeRead, p.Credential)
+		a.rate = s.counters(tag, ratelimit.ScopeRead, p.Credential)
 	}
-	r, err := s.run(ctx, s.sc.poll, keys, ms(s.now()), p.Caller)
+	r, err := s.run(ctx, s.sc.poll, a.call(s.k))
 	if err != nil {
 		return res, backend("read request "+p.ID, err)
 	}
-	res.Rate = r.rate
+	if r.counted {
+		rate := r.rate
+		res.Rate = &rate
+	}
 	pr, ok := parsePollReply(r.str)
-	if !ok {
+	if !ok || (r.code == codeOK && !pr.hasRec) {
 		return res, unexpected("read request", r)
 	}
-	switch r.code {
-	case codeOK:
-		if !pr.hasRec {
-			return res, unexpected("read request", r)
-		}
-		res.RetryAfter = int(pr.n)
-		res.Request, err = decodeRecord(p.ID, pr.rec, withEvents)
+	r.rest = []any{pr.n} // the detail of its error codes
+	if err := s.outcome("read request", p.ID, r, codeOK); err != nil {
 		return res, err
-	case codeRateLimited:
-		return res, s.rateLimited(r)
 	}
-	return res, s.scriptError("read request", p.ID, r.code, []any{pr.n})
+	res.RetryAfter = int(pr.n)
+	res.Request, err = decodeRecord(p.ID, pr.rec, withEvents)
+	return res, err
+}
+
+// pollArgs is what a read asks of poll.lua.
+type pollArgs struct {
+	on
+	// caller is who is paced (domain.Unpaced: nobody).
+	caller string
+}
+
+// call is poll.lua's KEYS and ARGV, in its header's order.
+func (a pollArgs) call(k keys) scriptCall {
+	keys := make([]string, 3, 5)
+	keys[0], keys[1], keys[2] = k.record(a.tag, a.id), k.meta(a.tag), k.pacing(a.tag, a.id)
+	return scriptCall{a.rate.appendTo(keys), []any{a.now, a.caller}}
 }
 
 // pollReply is poll.lua's answer after its code digit and rate part.
@@ -701,34 +745,53 @@ func (s *Store) announceAt(ctx context.Context, tag, id string, version int64) {
 // try in shard 0 is the same call).
 func (s *Store) transitionAt(ctx context.Context, tag string, count bool, p domain.TransitionParams, a transitionArgs) (*domain.Request, error) {
 	ca, _ := idMillis(p.ID)
-	keys := []string{s.k.record(tag, p.ID), s.k.deadlines(tag), s.k.retentionBuckets(tag),
-		s.k.pacing(tag, p.ID), s.k.meta(tag), s.k.webhookFilter(tag), s.k.outbox(tag), s.k.audit(tag),
-		s.k.changes(tag)}
+	c := transitionCall{transitionArgs: a, on: on{tag: tag, id: p.ID, now: ms(s.now())}, createdAt: ca, by: p.By}
 	if a.guard == "" && count { // the sweeper's timeouts are nobody's calls
-		keys = s.rateKeys(keys, tag, ratelimit.ScopeWrite, p.Credential)
+		c.rate = s.counters(tag, ratelimit.ScopeWrite, p.Credential)
 	}
-	fp := ""
 	if p.IdemKey != "" {
-		keys = append(keys, s.idemKey(tag, a.op, p.ID, p.IdemKey))
-		fp = fingerprint(a.op, a.payload, a.resultType)
+		c.idem = s.idemKey(tag, a.op, p.ID, p.IdemKey)
+		c.fp = fingerprint(a.op, a.payload, a.resultType)
 	}
-	r, err := s.run(ctx, s.sc.transition, keys, statusCode[a.to], ms(s.now()), p.By, a.payload, a.resultType, statusCode[a.guard],
-		fp, p.ID, ca, s.k.retentionBucketPrefix(tag), s.k.indexPrefix(tag))
+	r, err := s.run(ctx, s.sc.transition, c.call(s.k))
 	if err != nil {
 		return nil, backend(a.op+" request "+p.ID, err)
 	}
 	setRate(p.Rate, r)
-	if r.code == codeRateLimited {
-		return nil, s.rateLimited(r)
+	if err := s.outcome(a.op+" request", p.ID, r, codeOK, codeReplay); err != nil {
+		return nil, err
 	}
 	if r.code == codeOK {
 		s.outboxHook.written(shardName(tag))
 		s.auditHook.written(shardName(tag))
 	}
-	if r.code == codeOK || r.code == codeReplay {
-		return decodeRecord(p.ID, r.str, false)
+	return decodeRecord(p.ID, r.str, false)
+}
+
+// transitionCall is one call of transition.lua: an operation's
+// transitionArgs, and where and by whom it runs.
+type transitionCall struct {
+	transitionArgs
+	on
+	// createdAt is the id's created_at (unix ms).
+	createdAt int64
+	by        string
+	// idem is the Idempotency-Key's key and fp the call's fingerprint; "" without one.
+	idem, fp string
+}
+
+// call is transition.lua's KEYS and ARGV, in its header's order.
+func (c transitionCall) call(k keys) scriptCall {
+	keys := make([]string, 9, 12)
+	keys[0], keys[1], keys[2] = k.record(c.tag, c.id), k.deadlines(c.tag), k.retentionBuckets(c.tag)
+	keys[3], keys[4], keys[5] = k.pacing(c.tag, c.id), k.meta(c.tag), k.webhookFilter(c.tag)
+	keys[6], keys[7], keys[8] = k.outbox(c.tag), k.audit(c.tag), k.changes(c.tag)
+	keys = c.rate.appendTo(keys)
+	if c.idem != "" {
+		keys = append(keys, c.idem)
 	}
-	return nil, s.scriptError(a.op+" request", p.ID, r.code, r.detail())
+	return scriptCall{keys, []any{statusCode[c.to], c.now, c.by, c.payload, c.resultType, statusCode[c.guard],
+		c.fp, c.id, c.createdAt, k.retentionBucketPrefix(c.tag), k.indexPrefix(c.tag)}}
 }
 
 // Delete removes a request and everything that belongs to it; its audit
@@ -766,24 +829,35 @@ func (s *Store) Remove(ctx context.Context, p domain.TransitionParams) error {
 // deleteAt is Remove in the shard of hash tag tag; count asks it to count the
 // admin rate limits (the first try only: see transition).
 func (s *Store) deleteAt(ctx context.Context, tag string, p domain.TransitionParams, count bool) error {
-	id := p.ID
-	keys := []string{s.k.record(tag, id), s.k.deadlines(tag), s.k.pacing(tag, id), s.k.audit(tag), s.k.meta(tag), s.k.changes(tag)}
+	a := deleteArgs{on: on{tag: tag, id: p.ID, now: ms(s.now())}, by: p.By}
 	if count {
-		keys = s.rateKeys(keys, tag, ratelimit.ScopeAdmin, p.Credential)
+		a.rate = s.counters(tag, ratelimit.ScopeAdmin, p.Credential)
 	}
-	r, err := s.run(ctx, s.sc.remove, keys, id, ms(s.now()), s.k.indexPrefix(tag), p.By)
+	r, err := s.run(ctx, s.sc.remove, a.call(s.k))
 	if err != nil {
-		return backend("delete request "+id, err)
+		return backend("delete request "+p.ID, err)
 	}
 	setRate(p.Rate, r)
-	switch r.code {
-	case codeOK:
-		s.auditHook.written(shardName(tag))
-		return nil
-	case codeRateLimited:
-		return s.rateLimited(r)
+	if err := s.outcome("delete request", p.ID, r, codeOK); err != nil {
+		return err
 	}
-	return s.scriptError("delete request", id, r.code, r.detail())
+	s.auditHook.written(shardName(tag))
+	return nil
+}
+
+// deleteArgs is what a delete asks of delete.lua.
+type deleteArgs struct {
+	on
+	// by is who asked (a key id, for the audit entry).
+	by string
+}
+
+// call is delete.lua's KEYS and ARGV, in its header's order.
+func (a deleteArgs) call(k keys) scriptCall {
+	keys := make([]string, 6, 8)
+	keys[0], keys[1], keys[2] = k.record(a.tag, a.id), k.deadlines(a.tag), k.pacing(a.tag, a.id)
+	keys[3], keys[4], keys[5] = k.audit(a.tag), k.meta(a.tag), k.changes(a.tag)
+	return scriptCall{a.rate.appendTo(keys), []any{a.id, a.now, k.indexPrefix(a.tag), a.by}}
 }
 
 // SetFrozen freezes or unfreezes a tenant (spec §2). Every script reads the

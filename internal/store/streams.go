@@ -72,6 +72,48 @@ func (s *Store) createGroups(ctx context.Context, group string, tenants []string
 	})
 }
 
+// decodeStream decodes the entries xs of stream, read through group, with
+// decode. An entry that does not decode (written by hand, or by a later
+// version) is acknowledged and deleted (dropEntries), so that it is not handed
+// out again and again.
+func decodeStream[T any](ctx context.Context, s *Store, stream, group string, xs []redis.XMessage, decode func(redis.XMessage) (T, bool)) []T {
+	out := make([]T, 0, len(xs))
+	var bad []string
+	for _, x := range xs {
+		if v, ok := decode(x); ok {
+			out = append(out, v)
+		} else {
+			bad = append(bad, x.ID)
+		}
+	}
+	s.dropEntries(ctx, stream, group, bad)
+	return out
+}
+
+// eachPipelined sends cmd's command for each item, pipelineChunk items per
+// pipeline (what the embedded store's in-memory pipes carry without
+// deadlock), each pipeline bounded by OpTimeout, and returns the commands in
+// items' order. redis.Nil (a missing key) is an answer, not an error.
+func eachPipelined[T any, C redis.Cmder](ctx context.Context, s *Store, items []T, cmd func(ctx context.Context, p redis.Pipeliner, item T) C) ([]C, error) {
+	out := make([]C, 0, len(items))
+	for len(items) > 0 {
+		chunk := items[:min(len(items), pipelineChunk)]
+		items = items[len(chunk):]
+		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+		_, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
+			for _, it := range chunk {
+				out = append(out, cmd(cctx, p, it))
+			}
+			return nil
+		})
+		cancel()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 // dropEntries acknowledges and deletes entries that do not decode (written by
 // hand, or by a later version), so that they are not handed out again and again.
 func (s *Store) dropEntries(ctx context.Context, stream, group string, ids []string) {

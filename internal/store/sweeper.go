@@ -3,7 +3,6 @@ package store
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -346,25 +345,15 @@ func (w *Sweeper) dueQueued(ctx context.Context, work []sweepWork, meta []*redis
 // record's first byte), "" where the record is missing, a few records per
 // round trip.
 func (s *Store) statusEach(ctx context.Context, tag string, ids []string) ([]string, error) {
-	out := make([]string, 0, len(ids))
-	for len(ids) > 0 {
-		chunk := ids[:min(len(ids), pipelineChunk)]
-		ids = ids[len(chunk):]
-		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
-		cmds := make([]*redis.StringCmd, len(chunk))
-		_, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
-			for i, id := range chunk {
-				cmds[i] = p.GetRange(cctx, s.k.record(tag, id), 0, 0)
-			}
-			return nil
-		})
-		cancel()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return nil, err
-		}
-		for _, c := range cmds {
-			out = append(out, c.Val()) // "" for a missing record
-		}
+	cmds, err := eachPipelined(ctx, s, ids, func(ctx context.Context, p redis.Pipeliner, id string) *redis.StringCmd {
+		return p.GetRange(ctx, s.k.record(tag, id), 0, 0)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(cmds))
+	for i, c := range cmds {
+		out[i] = c.Val() // "" for a missing record
 	}
 	return out, nil
 }
@@ -469,7 +458,7 @@ func (w *Sweeper) clean(ctx context.Context, wk sweepWork, now time.Time, c *swe
 		keys := []string{w.s.k.retentionBucketPrefix(tag) + end, w.s.k.retentionBuckets(tag)}
 		for budget > 0 {
 			n := min(budget, sweepChunk)
-			r, err := w.s.run(ctx, w.s.sc.sweep, keys, ms(now), n, w.s.k.recordPrefix(tag), end, w.s.k.indexPrefix(tag))
+			r, err := w.s.run(ctx, w.s.sc.sweep, scriptCall{keys, []any{ms(now), n, w.s.k.recordPrefix(tag), end, w.s.k.indexPrefix(tag)}})
 			if err != nil {
 				return backend("sweep: clean "+tenant, err)
 			}

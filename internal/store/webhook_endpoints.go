@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
 )
 
 // Webhooks, the Redis way (spec §10; docs/webhooks.md).
@@ -50,23 +52,28 @@ func eventLetters(evs []domain.WebhookEvent) string {
 	return b.String()
 }
 
-// SaveWebhook registers an endpoint; w.SealedSecret must already be sealed. A
-// tenant may have at most max endpoints (VALIDATION_FAILED beyond).
-func (s *Store) SaveWebhook(ctx context.Context, tenant string, w domain.Webhook, max int) error {
+// SaveWebhook registers an endpoint of c.Tenant; w.SealedSecret must already
+// be sealed. A tenant may have at most max endpoints (VALIDATION_FAILED
+// beyond). c.Credential, when set, is counted against the admin rate limits in
+// the same script, and c.Rate receives the counted limit; a refused call
+// registers nothing.
+func (s *Store) SaveWebhook(ctx context.Context, c domain.WebhookCall, w domain.Webhook, max int) error {
+	tenant := c.Tenant
 	// The registry first, so that no endpoint ever exists that dispatchers cannot
 	// find; and again after, in case a dispatcher pruned the tenant in between
 	// (PruneWebhookTenant re-checks after its SREM; this closes the other order).
 	if err := s.sadd(ctx, s.k.webhookTenants(), tenant); err != nil {
 		return backend("register webhook", err)
 	}
-	r, err := s.run(ctx, s.sc.webhookRegister, []string{s.k.webhook(tenant, w.ID), s.k.webhookFilter(tagOf(tenant)), s.k.meta(tagOf(tenant))},
-		w.ID, eventLetters(w.Events), max,
-		"u", w.URL, "ev", eventLetters(w.Events), "d", w.Description, "ca", ms(w.CreatedAt.Time), "k", w.SealedSecret)
+	a := registerArgs{tenant: tenant, w: w, max: max, now: ms(s.now()),
+		rate: s.counters(tagOf(tenant), ratelimit.ScopeAdmin, c.Credential)}
+	r, err := s.run(ctx, s.sc.webhookRegister, a.call(s.k))
 	if err != nil {
 		return backend("register webhook", err)
 	}
-	if r.code != codeOK {
-		return s.scriptError("register webhook", w.ID, r.code, []any{int64(max)})
+	setRate(c.Rate, r)
+	if err := s.outcome("register webhook", w.ID, r, codeOK); err != nil {
+		return err
 	}
 	err = s.sadd(ctx, s.k.webhookTenants(), tenant)
 	if err == nil {
@@ -76,10 +83,27 @@ func (s *Store) SaveWebhook(ctx context.Context, tenant string, w domain.Webhook
 		// Undo rather than leave an endpoint no dispatcher may find (or that
 		// some shards do not emit to): the caller sees a 503 and may simply
 		// register again.
-		_ = s.DeleteWebhook(context.WithoutCancel(ctx), tenant, w.ID)
+		_ = s.DeleteWebhook(context.WithoutCancel(ctx), domain.WebhookCall{Tenant: tenant}, w.ID)
 		return backend("register webhook", err)
 	}
 	return nil
+}
+
+// registerArgs is what a registration asks of webhook_register.lua.
+type registerArgs struct {
+	tenant string
+	w      domain.Webhook
+	max    int
+	now    string
+	rate   counters
+}
+
+// call is webhook_register.lua's KEYS and ARGV, in its header's order.
+func (a registerArgs) call(k keys) scriptCall {
+	tag, w, letters := tagOf(a.tenant), a.w, eventLetters(a.w.Events)
+	keys := a.rate.appendTo([]string{k.webhook(a.tenant, w.ID), k.webhookFilter(tag), k.meta(tag)})
+	return scriptCall{keys, []any{w.ID, letters, a.max, a.now,
+		"u", w.URL, "ev", letters, "d", w.Description, "ca", ms(w.CreatedAt.Time), "k", w.SealedSecret}}
 }
 
 // copyFilter writes endpoint id's filter entry and the wh flag into the other
@@ -124,15 +148,16 @@ func decodeWebhook(id string, m map[string]string) *domain.Webhook {
 	return w
 }
 
-// Webhook reads one endpoint of tenant; NOT_FOUND when it has no such endpoint.
-func (s *Store) Webhook(ctx context.Context, tenant, id string) (*domain.Webhook, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
-	defer cancel()
-	m, err := s.rdb.HGetAll(ctx, s.k.webhook(tenant, id)).Result()
-	if err != nil {
-		return nil, backend("read webhook", err)
+// Webhook reads one endpoint of c.Tenant; NOT_FOUND when it has no such
+// endpoint. c.Credential is counted as by countedReads.
+func (s *Store) Webhook(ctx context.Context, c domain.WebhookCall, id string) (*domain.Webhook, error) {
+	var m *redis.MapStringStringCmd
+	if err := s.countedReads(ctx, "read webhook", c, func(p redis.Pipeliner) {
+		m = p.HGetAll(ctx, s.k.webhook(c.Tenant, id))
+	}); err != nil {
+		return nil, err
 	}
-	w := decodeWebhook(id, m)
+	w := decodeWebhook(id, m.Val())
 	if w == nil {
 		return nil, errWebhookNotFound()
 	}
@@ -144,7 +169,7 @@ func (s *Store) Webhook(ctx context.Context, tenant, id string) (*domain.Webhook
 // reports false, and changes nothing, when the endpoint is gone or holds
 // another secret.
 func (s *Store) ReplaceWebhookSecret(ctx context.Context, tenant, id, sealed, resealed string) (bool, error) {
-	r, err := s.run(ctx, s.sc.webhookReseal, []string{s.k.webhook(tenant, id)}, sealed, resealed)
+	r, err := s.run(ctx, s.sc.webhookReseal, scriptCall{[]string{s.k.webhook(tenant, id)}, []any{sealed, resealed}})
 	if err != nil {
 		return false, backend("reseal webhook secret", err)
 	}
@@ -156,31 +181,27 @@ func errWebhookNotFound() error {
 	return domain.ErrNotFound()
 }
 
-// Webhooks lists a tenant's endpoints, oldest first.
-func (s *Store) Webhooks(ctx context.Context, tenant string) ([]domain.Webhook, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
-	defer cancel()
-	ids, err := s.rdb.HKeys(ctx, s.k.webhookFilter(tagOf(tenant))).Result()
+// Webhooks lists c.Tenant's endpoints, oldest first. c.Credential is counted
+// as by countedReads, with the first read.
+func (s *Store) Webhooks(ctx context.Context, c domain.WebhookCall) ([]domain.Webhook, error) {
+	tenant := c.Tenant
+	var keys *redis.StringSliceCmd
+	if err := s.countedReads(ctx, "list webhooks", c, func(p redis.Pipeliner) {
+		keys = p.HKeys(ctx, s.k.webhookFilter(tagOf(tenant)))
+	}); err != nil {
+		return nil, err
+	}
+	ids := keys.Val()
+	cmds, err := eachPipelined(ctx, s, ids, func(ctx context.Context, p redis.Pipeliner, id string) *redis.MapStringStringCmd {
+		return p.HGetAll(ctx, s.k.webhook(tenant, id))
+	})
 	if err != nil {
 		return nil, backend("list webhooks", err)
 	}
 	out := make([]domain.Webhook, 0, len(ids))
-	for len(ids) > 0 {
-		chunk := ids[:min(len(ids), pipelineChunk)]
-		ids = ids[len(chunk):]
-		cmds := make([]*redis.MapStringStringCmd, len(chunk))
-		if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, id := range chunk {
-				cmds[i] = p.HGetAll(ctx, s.k.webhook(tenant, id))
-			}
-			return nil
-		}); err != nil {
-			return nil, backend("list webhooks", err)
-		}
-		for i, c := range cmds {
-			if w := decodeWebhook(chunk[i], c.Val()); w != nil {
-				out = append(out, *w)
-			}
+	for i, c := range cmds {
+		if w := decodeWebhook(ids[i], c.Val()); w != nil {
+			out = append(out, *w)
 		}
 	}
 	sortWebhooks(out)
@@ -196,43 +217,55 @@ func sortWebhooks(ws []domain.Webhook) {
 	})
 }
 
-// DeleteWebhook removes an endpoint and its delivery log. Its messages still in
-// the outbox are dropped when a dispatcher meets them.
-func (s *Store) DeleteWebhook(ctx context.Context, tenant, id string) error {
-	r, err := s.run(ctx, s.sc.webhookDelete, []string{s.k.webhook(tenant, id), s.k.webhookFilter(tagOf(tenant)), s.k.webhookLog(tagOf(tenant), id), s.k.meta(tagOf(tenant))}, id)
+// DeleteWebhook removes an endpoint of c.Tenant and its delivery log. Its
+// messages still in the outbox are dropped when a dispatcher meets them.
+// c.Credential, when set, is counted against the admin rate limits by the
+// first script (shard 0's), and c.Rate receives the counted limit; a refused
+// call removes nothing.
+func (s *Store) DeleteWebhook(ctx context.Context, c domain.WebhookCall, id string) error {
+	tags := s.tenantTags(c.Tenant)
+	now := ms(s.now())
+	r, err := s.run(ctx, s.sc.webhookDelete, webhookDeleteCall(s.k, tags[0], id, now,
+		s.counters(tags[0], ratelimit.ScopeAdmin, c.Credential)))
 	if err != nil {
 		return backend("delete webhook", err)
 	}
+	setRate(c.Rate, r)
+	if r.code == codeRateLimited {
+		return s.outcome("delete webhook", id, r)
+	}
 	// The other shards' copies and logs, with the same script on each shard's
 	// keys (no endpoint hash there: it deletes nothing).
-	for _, tag := range s.tenantTags(tenant)[1:] {
-		if _, err := s.run(ctx, s.sc.webhookDelete, []string{s.k.webhook(shardName(tag), id), s.k.webhookFilter(tag), s.k.webhookLog(tag, id), s.k.meta(tag)}, id); err != nil {
+	for _, tag := range tags[1:] {
+		if _, err := s.run(ctx, s.sc.webhookDelete, webhookDeleteCall(s.k, tag, id, now, counters{})); err != nil {
 			return backend("delete webhook", err)
 		}
 	}
-	if r.code == codeOK {
-		return nil
-	}
-	return s.scriptError("delete webhook", id, r.code, r.rest)
+	return s.outcome("delete webhook", id, r, codeOK)
 }
 
-// WebhookDeliveries lists an endpoint's most recent delivery attempts, newest first.
-func (s *Store) WebhookDeliveries(ctx context.Context, tenant, id string) ([]domain.WebhookDelivery, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
-	defer cancel()
+// webhookDeleteCall is webhook_delete.lua's KEYS and ARGV, in its header's
+// order, for endpoint id's keys under hash tag tag.
+func webhookDeleteCall(k keys, tag, id, now string, rate counters) scriptCall {
+	keys := rate.appendTo([]string{k.webhook(shardName(tag), id), k.webhookFilter(tag), k.webhookLog(tag, id), k.meta(tag)})
+	return scriptCall{keys, []any{id, now}}
+}
+
+// WebhookDeliveries lists the most recent delivery attempts of an endpoint of
+// c.Tenant, newest first. c.Credential is counted as by countedReads.
+func (s *Store) WebhookDeliveries(ctx context.Context, c domain.WebhookCall, id string) ([]domain.WebhookDelivery, error) {
 	// Each shard's dispatch logs in its own slot (webhook_settle.lua): read
 	// them all and keep the newest webhookLogCap.
 	var exists *redis.IntCmd
-	tags := s.tenantTags(tenant)
+	tags := s.tenantTags(c.Tenant)
 	logs := make([]*redis.StringSliceCmd, len(tags))
-	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		exists = p.Exists(ctx, s.k.webhook(tenant, id))
+	if err := s.countedReads(ctx, "list webhook deliveries", c, func(p redis.Pipeliner) {
+		exists = p.Exists(ctx, s.k.webhook(c.Tenant, id))
 		for i, tag := range tags {
 			logs[i] = p.LRange(ctx, s.k.webhookLog(tag, id), 0, webhookLogCap-1)
 		}
-		return nil
 	}); err != nil {
-		return nil, backend("list webhook deliveries", err)
+		return nil, err
 	}
 	if exists.Val() == 0 {
 		return nil, errWebhookNotFound()
@@ -254,4 +287,55 @@ func (s *Store) WebhookDeliveries(ctx context.Context, tenant, id string) ([]dom
 		out = []domain.WebhookDelivery{}
 	}
 	return out, nil
+}
+
+// countedReads sends the reads that queue adds to a pipeline and, when c is
+// counted (a credential, and the scripts count the admin scope), rate.lua
+// ahead of them in the same pipeline: the count costs no round trip of its
+// own, and cannot pass while the read fails. A refused call answers
+// RATE_LIMITED, its reads discarded (they change nothing); c.Rate receives the
+// counted limit. op names the operation in errors.
+func (s *Store) countedReads(ctx context.Context, op string, c domain.WebhookCall, queue func(redis.Pipeliner)) error {
+	rate := s.counters(tagOf(c.Tenant), ratelimit.ScopeAdmin, c.Credential)
+	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+	defer cancel()
+	var count *redis.Cmd
+	send := func(eval bool) error {
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			if rate.cred != "" {
+				keys, now := rate.appendTo(nil), ms(s.now())
+				if eval { // Redis lost the script: EVAL also caches it again
+					count = s.sc.rate.Eval(ctx, p, keys, now)
+				} else {
+					count = s.sc.rate.EvalSha(ctx, p, keys, now)
+				}
+			}
+			queue(p)
+			return nil
+		})
+		return err
+	}
+	start := time.Now()
+	err := send(false)
+	if err != nil && count != nil && redis.HasErrorPrefix(count.Err(), "NOSCRIPT") {
+		err = send(true)
+	}
+	if count == nil {
+		if err != nil {
+			return backend(op, err)
+		}
+		return nil
+	}
+	if o := s.opts.ScriptObserver; o != nil {
+		o.ObserveScript(s.sc.rate.name, time.Since(start), count.Err())
+	}
+	if err != nil {
+		return backend(op, err)
+	}
+	r, err := decodeReply(count.Val())
+	if err != nil {
+		return backend(op, err)
+	}
+	setRate(c.Rate, r)
+	return s.outcome(op, "", r, codeOK)
 }

@@ -106,7 +106,7 @@ func (s *Store) WebhookTenants(ctx context.Context) ([]domain.WebhookTenant, err
 // every shard's outbox is empty.
 func (s *Store) PruneWebhookTenant(ctx context.Context, tenant string) (bool, error) {
 	prune := func(name string) (bool, error) {
-		r, err := s.run(ctx, s.sc.webhookPrune, []string{s.k.webhookFilter(tagOf(name)), s.k.outbox(tagOf(name)), s.k.webhookRetries(tagOf(name))})
+		r, err := s.run(ctx, s.sc.webhookPrune, scriptCall{keys: []string{s.k.webhookFilter(tagOf(name)), s.k.outbox(tagOf(name)), s.k.webhookRetries(tagOf(name))}})
 		if err != nil {
 			return false, backend("prune webhook tenant", err)
 		}
@@ -226,43 +226,25 @@ func (s *Store) claimed(ctx context.Context, tenant string, xs []redis.XMessage)
 // does not decode (it cannot happen unless someone wrote to the outbox by hand)
 // is acknowledged and deleted, so that it is not taken over again and again.
 func (s *Store) decodeEntries(ctx context.Context, tenant string, xs []redis.XMessage) []domain.WebhookMessage {
-	out := make([]domain.WebhookMessage, 0, len(xs))
-	var bad []string
-	for _, x := range xs {
-		if m, ok := decodeOutboxEntry(tenant, x); ok {
-			out = append(out, m)
-		} else {
-			bad = append(bad, x.ID)
-		}
-	}
-	s.dropEntries(ctx, s.k.outbox(tagOf(tenant)), webhookGroup, bad)
-	return out
+	return decodeStream(ctx, s, s.k.outbox(tagOf(tenant)), webhookGroup, xs, func(x redis.XMessage) (domain.WebhookMessage, bool) {
+		return decodeOutboxEntry(tenant, x)
+	})
 }
 
 // ClaimWebhookRetries claims the retries due at now, at most count in all, each
 // with a lease until leaseUntil: no other replica sends it before then.
 func (s *Store) ClaimWebhookRetries(ctx context.Context, tenants []string, now, leaseUntil time.Time, count int) ([]domain.WebhookMessage, error) {
 	// A cheap read first: most tenants have no retry due.
+	cmds, err := eachPipelined(ctx, s, tenants, func(ctx context.Context, p redis.Pipeliner, t string) *redis.StringSliceCmd {
+		return p.ZRangeByScore(ctx, s.k.webhookRetries(tagOf(t)), &redis.ZRangeBy{Min: "-inf", Max: ms(now), Count: 1})
+	})
+	if err != nil {
+		return nil, backend("read webhook retries", err)
+	}
 	var due []string
-	for rest := tenants; len(rest) > 0; {
-		chunk := rest[:min(len(rest), pipelineChunk)]
-		rest = rest[len(chunk):]
-		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
-		cmds := make([]*redis.StringSliceCmd, len(chunk))
-		_, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
-			for i, t := range chunk {
-				cmds[i] = p.ZRangeByScore(cctx, s.k.webhookRetries(tagOf(t)), &redis.ZRangeBy{Min: "-inf", Max: ms(now), Count: 1})
-			}
-			return nil
-		})
-		cancel()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return nil, backend("read webhook retries", err)
-		}
-		for i, c := range cmds {
-			if len(c.Val()) > 0 {
-				due = append(due, chunk[i])
-			}
+	for i, c := range cmds {
+		if len(c.Val()) > 0 {
+			due = append(due, tenants[i])
 		}
 	}
 	var out []domain.WebhookMessage
@@ -270,7 +252,7 @@ func (s *Store) ClaimWebhookRetries(ctx context.Context, tenants []string, now, 
 		if count <= 0 {
 			break
 		}
-		r, err := s.run(ctx, s.sc.webhookClaim, []string{s.k.webhookRetries(tagOf(t))}, ms(now), ms(leaseUntil), count)
+		r, err := s.run(ctx, s.sc.webhookClaim, scriptCall{[]string{s.k.webhookRetries(tagOf(t))}, []any{ms(now), ms(leaseUntil), count}})
 		if err != nil {
 			return out, backend("claim webhook retries", err)
 		}
@@ -294,39 +276,29 @@ func (s *Store) ClaimWebhookRetries(ctx context.Context, tenants []string, now, 
 // whose entry is gone (delivered by a replica whose lease had run out, or
 // trimmed) is dropped.
 func (s *Store) retryMessages(ctx context.Context, tenant string, members []string, lease int64) ([]domain.WebhookMessage, error) {
+	cmds, err := eachPipelined(ctx, s, members, func(ctx context.Context, p redis.Pipeliner, m string) *redis.XMessageSliceCmd {
+		id, _, _ := strings.Cut(m, "|")
+		return p.XRange(ctx, s.k.outbox(tagOf(tenant)), id, id)
+	})
+	if err != nil {
+		return nil, backend("read webhook retries", err)
+	}
 	var out []domain.WebhookMessage
 	var gone []any
-	for len(members) > 0 {
-		chunk := members[:min(len(members), pipelineChunk)]
-		members = members[len(chunk):]
-		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
-		cmds := make([]*redis.XMessageSliceCmd, len(chunk))
-		_, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
-			for i, m := range chunk {
-				id, _, _ := strings.Cut(m, "|")
-				cmds[i] = p.XRange(cctx, s.k.outbox(tagOf(tenant)), id, id)
-			}
-			return nil
-		})
-		cancel()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return out, backend("read webhook retries", err)
+	for i, c := range cmds {
+		_, n, _ := strings.Cut(members[i], "|")
+		made, _ := strconv.Atoi(n)
+		var msg domain.WebhookMessage
+		ok := len(c.Val()) == 1
+		if ok {
+			msg, ok = decodeOutboxEntry(tenant, c.Val()[0])
 		}
-		for i, c := range cmds {
-			_, n, _ := strings.Cut(chunk[i], "|")
-			made, _ := strconv.Atoi(n)
-			var msg domain.WebhookMessage
-			ok := len(c.Val()) == 1
-			if ok {
-				msg, ok = decodeOutboxEntry(tenant, c.Val()[0])
-			}
-			if !ok {
-				gone = append(gone, chunk[i])
-				continue
-			}
-			msg.Attempt, msg.Retry, msg.Lease = made+1, chunk[i], lease
-			out = append(out, msg)
+		if !ok {
+			gone = append(gone, members[i])
+			continue
 		}
+		msg.Attempt, msg.Retry, msg.Lease = made+1, members[i], lease
+		out = append(out, msg)
 	}
 	if len(gone) > 0 {
 		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
@@ -399,8 +371,8 @@ func (s *Store) SettleWebhook(ctx context.Context, m domain.WebhookMessage, o do
 	if m.Retry != "" {
 		lease = strconv.FormatInt(m.Lease, 10)
 	}
-	r, err := s.run(ctx, s.sc.webhookSettle, []string{s.k.outbox(tagOf(m.Queue())), s.k.webhookRetries(tagOf(m.Queue())), s.k.webhookLog(tagOf(m.Queue()), m.EndpointID)},
-		webhookGroup, m.EntryID, m.Retry, lease, next, due, log, webhookLogCap, force)
+	r, err := s.run(ctx, s.sc.webhookSettle, scriptCall{[]string{s.k.outbox(tagOf(m.Queue())), s.k.webhookRetries(tagOf(m.Queue())), s.k.webhookLog(tagOf(m.Queue()), m.EndpointID)},
+		[]any{webhookGroup, m.EntryID, m.Retry, lease, next, due, log, webhookLogCap, force}})
 	if err != nil {
 		return backend("settle webhook message "+m.ID, err)
 	}

@@ -113,7 +113,7 @@ func (f *fixture) register(tenant, url string, events ...domain.WebhookEvent) *d
 	if len(events) == 0 {
 		in.Events = domain.DefaultWebhookEvents
 	}
-	w, err := f.svc.RegisterWebhook(context.Background(), tenant, in)
+	w, err := f.svc.RegisterWebhook(context.Background(), domain.WebhookCall{Tenant: tenant}, in)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func (f *fixture) complete(tenant, id string) *domain.Request {
 
 func (f *fixture) deliveries(tenant, id string) []domain.WebhookDelivery {
 	f.t.Helper()
-	ds, err := f.svc.WebhookDeliveries(context.Background(), tenant, id)
+	ds, err := f.svc.WebhookDeliveries(context.Background(), domain.WebhookCall{Tenant: tenant}, id)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -705,7 +705,7 @@ func TestDeliveryRefusesRebinding(t *testing.T) {
 		t.Fatalf("the loopback receiver was reached %d times", n)
 	}
 	// And a literal internal address cannot be registered at all.
-	_, err := f.svc.RegisterWebhook(context.Background(), "acme", domain.WebhookInput{URL: rcv.url(), Events: domain.DefaultWebhookEvents})
+	_, err := f.svc.RegisterWebhook(context.Background(), domain.WebhookCall{Tenant: "acme"}, domain.WebhookInput{URL: rcv.url(), Events: domain.DefaultWebhookEvents})
 	if domain.ErrorCode(err) != domain.ValidationFailed {
 		t.Fatalf("registering %s: %v", rcv.url(), err)
 	}
@@ -718,7 +718,7 @@ func TestDeletedEndpointDropsMessages(t *testing.T) {
 	rcv := newReceiver(t, nil)
 	w := f.register("acme", rcv.url())
 	f.complete("acme", f.create("acme"))
-	if err := f.svc.DeleteWebhook(context.Background(), "acme", w.ID); err != nil {
+	if err := f.svc.DeleteWebhook(context.Background(), domain.WebhookCall{Tenant: "acme"}, w.ID); err != nil {
 		t.Fatal(err)
 	}
 	d, _ := f.startDispatcher(nil)

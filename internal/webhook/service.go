@@ -13,11 +13,11 @@ import (
 
 // Endpoints is what the registration service needs of the store.
 type Endpoints interface {
-	SaveWebhook(ctx context.Context, tenant string, w domain.Webhook, max int) error
-	Webhooks(ctx context.Context, tenant string) ([]domain.Webhook, error)
-	Webhook(ctx context.Context, tenant, id string) (*domain.Webhook, error)
-	DeleteWebhook(ctx context.Context, tenant, id string) error
-	WebhookDeliveries(ctx context.Context, tenant, id string) ([]domain.WebhookDelivery, error)
+	SaveWebhook(ctx context.Context, c domain.WebhookCall, w domain.Webhook, max int) error
+	Webhooks(ctx context.Context, c domain.WebhookCall) ([]domain.Webhook, error)
+	Webhook(ctx context.Context, c domain.WebhookCall, id string) (*domain.Webhook, error)
+	DeleteWebhook(ctx context.Context, c domain.WebhookCall, id string) error
+	WebhookDeliveries(ctx context.Context, c domain.WebhookCall, id string) ([]domain.WebhookDelivery, error)
 	Frozen(ctx context.Context, tenant string) (bool, error)
 }
 
@@ -71,7 +71,8 @@ func (s *Service) checkFrozen(ctx context.Context, tenant string) error {
 // RegisterWebhook checks the URL (scheme, and every address it resolves to),
 // makes the endpoint and its secret, keeps the secret sealed and returns it
 // this once.
-func (s *Service) RegisterWebhook(ctx context.Context, tenant string, in domain.WebhookInput) (*domain.Webhook, error) {
+func (s *Service) RegisterWebhook(ctx context.Context, c domain.WebhookCall, in domain.WebhookInput) (*domain.Webhook, error) {
+	tenant := c.Tenant
 	if err := s.checkFrozen(ctx, tenant); err != nil {
 		return nil, err
 	}
@@ -92,7 +93,7 @@ func (s *Service) RegisterWebhook(ctx context.Context, tenant string, in domain.
 	}
 	w := domain.Webhook{ID: id, URL: in.URL, Events: in.Events, Description: in.Description,
 		CreatedAt: domain.TimeMs(s.now().UnixMilli()), SealedSecret: sealed}
-	if err := s.st.SaveWebhook(ctx, tenant, w, MaxEndpoints); err != nil {
+	if err := s.st.SaveWebhook(ctx, c, w, MaxEndpoints); err != nil {
 		return nil, err
 	}
 	if s.Registered != nil {
@@ -103,11 +104,11 @@ func (s *Service) RegisterWebhook(ctx context.Context, tenant string, in domain.
 }
 
 // ListWebhooks lists the tenant's endpoints, oldest first, without secrets.
-func (s *Service) ListWebhooks(ctx context.Context, tenant string) ([]domain.Webhook, error) {
-	if err := s.checkFrozen(ctx, tenant); err != nil {
+func (s *Service) ListWebhooks(ctx context.Context, c domain.WebhookCall) ([]domain.Webhook, error) {
+	if err := s.checkFrozen(ctx, c.Tenant); err != nil {
 		return nil, err
 	}
-	ws, err := s.st.Webhooks(ctx, tenant)
+	ws, err := s.st.Webhooks(ctx, c)
 	for i := range ws {
 		ws[i].SealedSecret = ""
 	}
@@ -115,14 +116,14 @@ func (s *Service) ListWebhooks(ctx context.Context, tenant string) ([]domain.Web
 }
 
 // Webhook reads one endpoint, without its secret.
-func (s *Service) Webhook(ctx context.Context, tenant, id string) (*domain.Webhook, error) {
+func (s *Service) Webhook(ctx context.Context, c domain.WebhookCall, id string) (*domain.Webhook, error) {
 	if !idPattern.MatchString(id) {
 		return nil, domain.ErrNotFound()
 	}
-	if err := s.checkFrozen(ctx, tenant); err != nil {
+	if err := s.checkFrozen(ctx, c.Tenant); err != nil {
 		return nil, err
 	}
-	w, err := s.st.Webhook(ctx, tenant, id)
+	w, err := s.st.Webhook(ctx, c, id)
 	if err != nil {
 		return nil, err
 	}
@@ -133,20 +134,20 @@ func (s *Service) Webhook(ctx context.Context, tenant, id string) (*domain.Webho
 // DeleteWebhook removes an endpoint; messages still queued for it are dropped.
 // It works on a frozen tenant too: removing a destination only narrows what
 // leaves the service.
-func (s *Service) DeleteWebhook(ctx context.Context, tenant, id string) error {
+func (s *Service) DeleteWebhook(ctx context.Context, c domain.WebhookCall, id string) error {
 	if !idPattern.MatchString(id) {
 		return domain.ErrNotFound()
 	}
-	return s.st.DeleteWebhook(ctx, tenant, id)
+	return s.st.DeleteWebhook(ctx, c, id)
 }
 
 // WebhookDeliveries lists an endpoint's recent attempts, newest first.
-func (s *Service) WebhookDeliveries(ctx context.Context, tenant, id string) ([]domain.WebhookDelivery, error) {
+func (s *Service) WebhookDeliveries(ctx context.Context, c domain.WebhookCall, id string) ([]domain.WebhookDelivery, error) {
 	if !idPattern.MatchString(id) {
 		return nil, domain.ErrNotFound()
 	}
-	if err := s.checkFrozen(ctx, tenant); err != nil {
+	if err := s.checkFrozen(ctx, c.Tenant); err != nil {
 		return nil, err
 	}
-	return s.st.WebhookDeliveries(ctx, tenant, id)
+	return s.st.WebhookDeliveries(ctx, c, id)
 }

@@ -25,7 +25,7 @@
 --   "9" rate limited: nothing written but the counters
 -- When counted, every code but 2 is followed by rate_count's ":<limit>,<remaining>,<reset>;".
 --- @include "rcall"
---- @include "rate_count"
+--- @include "rate_gate"
 --- @include "emit_webhooks"
 --- @include "audit_add"
 local record, meta, qset, hooks, outbox, idem =
@@ -35,14 +35,10 @@ local id, now, rec = ARGV[1], ARGV[2], ARGV[3]
 local m = rcall('HMGET', meta, 'fz', 'wh', 't:' .. ARGV[6])
 if m[1] == '1' then return '2' end
 
--- the write limits (rate_count), before anything is written
-local rl = ''
-if KEYS[8] then
-  idem = KEYS[9]
-  local ok
-  ok, rl = rate_count(KEYS[7], RL_WRITE_LIMIT, RL_WRITE_WINDOW, KEYS[8], RL_TENANT_LIMIT, RL_TENANT_WINDOW, tonumber(now))
-  if not ok then return '9' .. rl end
-end
+-- the write limits, before anything is written
+local ok, rl = rate_gate(7, RL_WRITE_LIMIT, RL_WRITE_WINDOW, now)
+if not ok then return '9' .. rl end
+if KEYS[8] then idem = KEYS[9] end
 
 -- The key is claimed and read in one call (SET NX GET: Redis 7.0+); if it was
 -- taken, nothing was written. Claiming before the record is safe: a record that

@@ -16,19 +16,15 @@
 --   "9" rate limited: nothing removed
 -- When counted, the code is followed by rate_count's ":<limit>,<remaining>,<reset>;".
 --- @include "rcall"
---- @include "rate_count"
+--- @include "rate_gate"
 --- @include "rec_split"
 --- @include "rec_head"
 --- @include "gone"
 --- @include "audit_add"
 --- @include "audit_seq"
 local record, id = KEYS[1], ARGV[1]
-local rl = ''
-if KEYS[8] then
-  local ok
-  ok, rl = rate_count(KEYS[7], RL_ADMIN_LIMIT, RL_ADMIN_WINDOW, KEYS[8], RL_TENANT_LIMIT, RL_TENANT_WINDOW, tonumber(ARGV[2]))
-  if not ok then return '9' .. rl end
-end
+local ok, rl = rate_gate(7, RL_ADMIN_LIMIT, RL_ADMIN_WINDOW, ARGV[2])
+if not ok then return '9' .. rl end
 local rec = rcall('GET', record)
 if not rec then return '1' .. rl end
 local st, typ, ex = rec_head(rec)

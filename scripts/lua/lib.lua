@@ -49,6 +49,18 @@ local function rate_count(ckey, climit, cwindow, tkey, tlimit, twindow, now)
   return true, reply(ckey, c, cwindow, climit, climit - c)
 end
 
+--- @include "rate_count"
+-- rate_gate counts a call whose two rate counters, the credential's and its
+-- tenant's, are KEYS[i] and KEYS[i + 1] (both absent: the call is not
+-- counted) against its scope's limit and window and then the tenant's
+-- (rate_count). Every script that counts calls it before it reads or writes
+-- anything else. Returns whether the call may go on, then rate_count's reply
+-- part ('' when not counted).
+local function rate_gate(i, limit, window, now)
+  if not KEYS[i + 1] then return true, '' end
+  return rate_count(KEYS[i], limit, window, KEYS[i + 1], RL_TENANT_LIMIT, RL_TENANT_WINDOW, tonumber(now))
+end
+
 -- per_type looks up type t in a spec ";t1=v1;t2=v2;" and falls back to default.
 local function per_type(spec, t, default)
   if spec == nil or spec == '' then return default end

@@ -20,17 +20,27 @@
 -- ARGV[6] want: ids to return (>= 1)
 -- ARGV[7] index key prefix ("<prefix>:{<tenant>}:ix:"): the indexes are named
 --         here, from the types (same hash tag, so this slot)
--- Returns {0, more, last_id, id1, id2, ...}
+-- KEYS[2] credential read-rate counter, KEYS[3] tenant rate counter, ARGV[8] now
+--         (unix ms): all three optional, given to the first shard's call of a
+--         listing only, which then counts it against ratelimit.read and
+--         .tenant before anything else is read (rate_gate)
+-- Constants: RL_READ_LIMIT, RL_READ_WINDOW (ms, a string), RL_TENANT_LIMIT,
+-- RL_TENANT_WINDOW.
+-- Returns {code, more, last_id, id1, id2, ...}, code "0" and, when counted,
+-- rate_count's ":<limit>,<remaining>,<reset>;"
 --   more: 1 when more ids follow (a next page);
 --   last_id: position to resume after ("" when nothing was returned).
---         | {2} tenant frozen
+--         | {2} tenant frozen | {"9" .. rate part} rate limited
 --- @include "rcall"
+--- @include "rate_gate"
 local maxs, mins = ARGV[3], ARGV[4]
 local cid = ARGV[5]
 local has_cursor = cid ~= ''
 local want = tonumber(ARGV[6])
 
 if rcall('HGET', KEYS[1], 'fz') == '1' then return {2} end
+local ok, rl = rate_gate(2, RL_READ_LIMIT, RL_READ_WINDOW, ARGV[8])
+if not ok then return {'9' .. rl} end
 
 local types = {ARGV[2]}
 if ARGV[2] == '' then
@@ -123,7 +133,7 @@ local function advance(it)
   end
 end
 
-local out = {0, 0, ''}
+local out = {'0' .. rl, 0, ''}
 local found = 0
 while true do
   local it, id = next_candidate()

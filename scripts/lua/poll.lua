@@ -22,7 +22,7 @@
 --   9 rate limited: n = 0 (nothing else counted or read)
 --- @include "rcall"
 --- @include "fmt_ms"
---- @include "rate_count"
+--- @include "rate_gate"
 --- @include "per_type"
 --- @include "rec_head"
 --- @include "gone"
@@ -32,13 +32,9 @@ local now, caller = ARGV[1], ARGV[2]
 
 if rcall('HGET', meta, 'fz') == '1' then return '2,0' end
 
--- The read limits (rate_count): the credential first, then its tenant.
-local rl = ''
-if KEYS[4] then
-  local ok
-  ok, rl = rate_count(KEYS[4], RL_READ_LIMIT, RL_READ_WINDOW, KEYS[5], RL_TENANT_LIMIT, RL_TENANT_WINDOW, tonumber(now))
-  if not ok then return '9' .. rl .. ',0' end
-end
+-- The read limits: the credential first, then its tenant.
+local ok, rl = rate_gate(4, RL_READ_LIMIT, RL_READ_WINDOW, now)
+if not ok then return '9' .. rl .. ',0' end
 
 local rec = rcall('GET', record)
 if not rec then return '1' .. rl .. ',0' end

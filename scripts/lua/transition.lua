@@ -54,7 +54,7 @@
 -- (before the record).
 --- @include "rcall"
 --- @include "fmt_ms"
---- @include "rate_count"
+--- @include "rate_gate"
 --- @include "per_type"
 --- @include "rec_split"
 --- @include "rec_join"
@@ -68,14 +68,10 @@ local record, deadlines, buckets, pacing, meta, hooks, outbox, idem =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[10]
 local to, now, by, payload, guard, id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[6], ARGV[8]
 
--- the write limits (rate_count), before anything is read or written
-local rl = ''
-if KEYS[11] then
-  idem = KEYS[12]
-  local ok
-  ok, rl = rate_count(KEYS[10], RL_WRITE_LIMIT, RL_WRITE_WINDOW, KEYS[11], RL_TENANT_LIMIT, RL_TENANT_WINDOW, tonumber(now))
-  if not ok then return '9' .. rl end
-end
+-- the write limits, before anything is read or written
+local ok, rl = rate_gate(10, RL_WRITE_LIMIT, RL_WRITE_WINDOW, now)
+if not ok then return '9' .. rl end
+if KEYS[11] then idem = KEYS[12] end
 
 local rec = rcall('GET', record)
 if not rec then return '1' .. rl end

@@ -1,0 +1,112 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
+	"github.com/asyncstatus/asyncstatus/internal/store"
+)
+
+// cannedRedis answers every command without a server: a script call "0", with
+// the rate part a counted call carries (a key of a rate counter in its KEYS),
+// anything else 1. What is left to measure is the store's own Go side of a
+// call (ids, keys, arguments, decoding) and go-redis's command building.
+type cannedRedis struct{}
+
+func (cannedRedis) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (cannedRedis) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (cannedRedis) ProcessHook(redis.ProcessHook) redis.ProcessHook {
+	return func(_ context.Context, cmd redis.Cmder) error {
+		c, ok := cmd.(*redis.Cmd)
+		if !ok {
+			if ic, ok := cmd.(*redis.IntCmd); ok {
+				ic.SetVal(1)
+			}
+			return nil
+		}
+		reply := "0"
+		for _, a := range cmd.Args() {
+			if s, ok := a.(string); ok && strings.Contains(s, ":rl:") {
+				reply = "0:10000,9999," + strconv.FormatInt(time.Now().UnixMilli()+1000, 10) + ";"
+				break
+			}
+		}
+		c.SetVal(reply)
+		return nil
+	}
+}
+
+// BenchmarkCreateGoSide is a create (the reference request, with an
+// Idempotency-Key) through the store against cannedRedis: the store's CPU and
+// allocations per call, without Redis or a network. counted: the write limits
+// are counted in the script (Options.RateLimits, as serve configures them).
+func BenchmarkCreateGoSide(b *testing.B) {
+	raw, err := os.ReadFile("../../../shared/bench/reference-request.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var ref struct {
+		Create struct {
+			Type     string          `json:"type"`
+			Context  json.RawMessage `json:"context"`
+			Duration int             `json:"estimated_duration_seconds"`
+		} `json:"create"`
+	}
+	if err := json.Unmarshal(raw, &ref); err != nil {
+		b.Fatal(err)
+	}
+	in := domain.CreateInput{Type: ref.Create.Type, Context: ref.Create.Context, EstimatedDurationSeconds: ref.Create.Duration}
+	for _, counted := range []bool{false, true} {
+		b.Run("counted="+strconv.FormatBool(counted), func(b *testing.B) {
+			rdb := redis.NewClient(&redis.Options{Dialer: func(context.Context, string, string) (net.Conn, error) {
+				b.Fatal("dialled")
+				return nil, nil
+			}})
+			rdb.AddHook(cannedRedis{})
+			o := store.Options{}
+			p := domain.CreateParams{Tenant: "acme", CreatedBy: "k_bench", Input: in}
+			if counted {
+				o.RateLimits = &ratelimit.Rates{Write: ratelimit.Rate{Limit: 10000, Period: time.Second},
+					Tenant: ratelimit.Rate{Limit: 20000, Period: time.Second}}
+				p.Credential, p.Rate = "k_bench", &domain.RateInfo{}
+			}
+			st, err := store.New(rdb, o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			for i := 0; i < b.N; i++ {
+				p.IdemKey = domain.IdempotencyKey("idem-" + strconv.Itoa(i))
+				if _, _, err := st.Create(ctx, p); err != nil {
+					b.Fatal(err)
+				}
+			}
+			// CPU time, not wall time: the machine is shared, and a
+			// neighbour's load stretches the wall clock far more.
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// cpuTime is the CPU time (user and system) this process has used, in ns.
+func cpuTime() int64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
