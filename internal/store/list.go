@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -76,6 +77,10 @@ func (s *Store) List(ctx context.Context, tenant string, f domain.ListFilter) (*
 		wantStatus[st] = true
 	}
 
+	// The lazy plan (list.lua) needs every writer to keep the index-head
+	// summary; S > 1 is only set once every replica runs this version
+	// (docs/operations.md), so it is used there. One shard reads as before.
+	lazy := len(tags) > 1 && f.Type == ""
 	page := &domain.ListPage{Items: make([]*domain.Request, 0, limit)}
 	more := false
 	for round := 0; round < listRounds && len(page.Items) < limit; round++ {
@@ -89,19 +94,21 @@ func (s *Store) List(ctx context.Context, tenant string, f domain.ListFilter) (*
 			maxScore = strconv.FormatInt(top, 10)
 		}
 		want := limit - len(page.Items)
+		ask := shardAsk(want, len(tags), round)
 		calls := make([]scriptCall, len(tags))
 		for i, tag := range tags {
-			calls[i] = scriptCall{keys: []string{s.k.meta(tag)}, args: []any{letters, f.Type, maxScore, minScore,
-				cID, strconv.Itoa(want), s.k.indexPrefix(tag)}}
+			calls[i] = s.listCall(tag, letters, f.Type, maxScore, minScore, cID, ask, lazy)
 		}
 		replies, err := s.runEach(ctx, s.sc.list, calls)
 		if err != nil {
 			return nil, backend("list requests", err)
 		}
-		// Each shard answered its next want ids after the position; the page's
-		// next want ids are the newest want of them all (no shard can hide one
-		// between: it gave want of its own, all newer than any it kept back).
+		// Each shard answered its next ask ids after the position. An id is
+		// safe on the page once it is at least the last id of every shard that
+		// has more (threshold): no shard holds an unseen id above that. With
+		// ask = want (one shard, or a later round) that keeps at least want ids.
 		var all []listed
+		threshold := ""
 		more = false
 		for i, r := range replies {
 			if r.code != codeOK {
@@ -112,6 +119,9 @@ func (s *Store) List(ctx context.Context, tenant string, f domain.ListFilter) (*
 			}
 			if m, _ := r.rest[0].(int64); m == 1 {
 				more = true
+				if last, _ := r.rest[1].(string); last > threshold {
+					threshold = last
+				}
 			}
 			for _, v := range r.rest[2:] {
 				id, _ := v.(string)
@@ -124,6 +134,9 @@ func (s *Store) List(ctx context.Context, tenant string, f domain.ListFilter) (*
 		// ids order as (created_at, id): an entry's score is its id's millisecond
 		// (list.lua relies on it too)
 		slices.SortFunc(all, func(a, b listed) int { return strings.Compare(b.id, a.id) })
+		if n := sort.Search(len(all), func(i int) bool { return all[i].id < threshold }); n < len(all) {
+			all = all[:n] // the rest comes again in the next round
+		}
 		if len(all) > want {
 			all, more = all[:want], true
 		}
@@ -157,6 +170,32 @@ func (s *Store) List(ctx context.Context, tenant string, f domain.ListFilter) (*
 		page.NextCursor = c
 	}
 	return page, nil
+}
+
+// listCall is one shard's list.lua call: the ids of its next ask entries below
+// the position (maxScore, cID) that match the filters.
+func (s *Store) listCall(tag, letters, typ, maxScore, minScore, cID string, ask int, lazy bool) scriptCall {
+	heads := ""
+	if lazy {
+		heads = s.k.indexHeads(tag)
+	}
+	return scriptCall{keys: []string{s.k.meta(tag)},
+		args: []any{letters, typ, maxScore, minScore, cID, strconv.Itoa(ask), s.k.indexPrefix(tag), heads}}
+}
+
+// shardAsk is how many ids each of shards shards is asked for in a round that
+// wants want. A shard holds a random 1/shards of the requests, so the first
+// round of several shards asks each for its even share with room for the
+// spread of that split (twice the share, plus three: for a page of 50 over 16
+// shards, 11 each; about one page in 1,400 finds a shard holding more and
+// takes a second round), so that a shard's work follows the page, not the
+// page times the shards. A round that comes out
+// short (a shard held more) asks for want, as a single shard always does.
+func shardAsk(want, shards, round int) int {
+	if shards <= 1 || round > 0 {
+		return want
+	}
+	return min(want, 2*((want+shards-1)/shards)+3)
 }
 
 // listed is an id a shard's index gave, and that shard.

@@ -369,7 +369,7 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 			keys = append(keys, s.k.idempotency(tag, hex.EncodeToString(digest)))
 		}
 		r, err := s.run(ctx, s.sc.create, keys, id, ms(created), newRecord(in.Type, p.CreatedBy, in.Context),
-			fp, stale, in.Type, p.CreatedBy)
+			fp, stale, in.Type, p.CreatedBy, s.k.indexHeads(tag))
 		if err != nil {
 			return nil, false, backend("create request", err)
 		}
@@ -713,7 +713,7 @@ func (s *Store) transitionAt(ctx context.Context, tag string, count bool, p doma
 		fp = fingerprint(a.op, a.payload, a.resultType)
 	}
 	r, err := s.run(ctx, s.sc.transition, keys, statusCode[a.to], ms(s.now()), p.By, a.payload, a.resultType, statusCode[a.guard],
-		fp, p.ID, ca, s.k.retentionBucketPrefix(tag), s.k.indexPrefix(tag))
+		fp, p.ID, ca, s.k.retentionBucketPrefix(tag), s.k.indexPrefix(tag), s.k.indexHeads(tag))
 	if err != nil {
 		return nil, backend(a.op+" request "+p.ID, err)
 	}
