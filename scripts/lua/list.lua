@@ -124,7 +124,12 @@ end
 -- The unopened indexes, for the lazy plan: per status of the filter, the
 -- summary's types, newest bound first, read in chunks. pending() is the next
 -- one of them all (stream, type, bound), nil when none is left.
+-- With an upper bound (a cursor, created_before), the indexes whose score is
+-- at or above it all have that bound: they are opened at once (below), and the
+-- streams start under it.
 local top = tonumber(maxs) -- nil for +inf
+local below = '+inf'
+if top then below = '(' .. maxs end
 local streams = {}
 for i = 1, #ARGV[1] do
   local st = string.sub(ARGV[1], i, i)
@@ -135,7 +140,7 @@ local function peek(sm)
     local m = sm.buf[sm.i]
     if m then return m, tonumber(sm.buf[sm.i + 1]) end
     if sm.eof then return nil end
-    local r = rcall('ZREVRANGEBYSCORE', sm.key, '+inf', mins, 'WITHSCORES', 'LIMIT', sm.off, sm.size)
+    local r = rcall('ZREVRANGEBYSCORE', sm.key, below, mins, 'WITHSCORES', 'LIMIT', sm.off, sm.size)
     sm.off = sm.off + #r / 2
     if #r / 2 < sm.size then sm.eof = true end
     sm.buf, sm.i = r, 1
@@ -186,6 +191,20 @@ if lazy then
       end
     end
     rcall('HSET', KEYS[1], 'lh', '1')
+  end
+  if top then
+    -- the indexes with an entry at or above the bound may hold any id under
+    -- it: opened now, each first read a fair share of the page (as the eager
+    -- plan does)
+    local over = {}
+    for _, sm in ipairs(streams) do
+      for _, t in ipairs(rcall('ZRANGEBYSCORE', sm.key, maxs, '+inf')) do
+        over[#over + 1] = prefix .. sm.st .. ':' .. t
+      end
+    end
+    local first = want + 1
+    if #over > 1 then first = math.floor(first / #over) + 2 end
+    for _, key in ipairs(over) do push(iterator(key, first)) end
   end
   fill = function()
     while true do
