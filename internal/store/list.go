@@ -206,18 +206,25 @@ type listed struct {
 
 // hydrate reads the records of ids, in their order: one MGET per shard (a
 // shard's keys share its slot, so this also works on a cluster), all in one
-// pipeline. A vanished record, or one past its retention, is nil.
+// pipeline; one MGET for them all where one server holds every shard (no
+// Cluster: no slot rule to keep). A vanished record, or one past its
+// retention, is nil.
 func (s *Store) hydrate(ctx context.Context, tenant string, ids []listed) ([]*domain.Request, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	byShard := map[int][]int{} // shard -> positions in ids
+	_, cluster := s.rdb.(*redis.ClusterClient)
+	byGroup := map[int][]int{} // shard (or 0 for all) -> positions in ids
 	var order []int
 	for i, l := range ids {
-		if _, ok := byShard[l.shard]; !ok {
-			order = append(order, l.shard)
+		g := 0
+		if cluster {
+			g = l.shard
 		}
-		byShard[l.shard] = append(byShard[l.shard], i)
+		if _, ok := byGroup[g]; !ok {
+			order = append(order, g)
+		}
+		byGroup[g] = append(byGroup[g], i)
 	}
 	vals := make([]any, len(ids))
 	cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
@@ -233,11 +240,10 @@ func (s *Store) hydrate(ctx context.Context, tenant string, ids []listed) ([]*do
 		order = order[len(chunk):]
 		cmds := make([]*redis.SliceCmd, len(chunk))
 		_, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
-			for j, sh := range chunk {
-				tag := s.tag(tenant, sh)
-				keys := make([]string, len(byShard[sh]))
-				for n, i := range byShard[sh] {
-					keys[n] = s.k.record(tag, ids[i].id)
+			for j, g := range chunk {
+				keys := make([]string, len(byGroup[g]))
+				for n, i := range byGroup[g] {
+					keys[n] = s.k.record(s.tag(tenant, ids[i].shard), ids[i].id)
 				}
 				cmds[j] = p.MGet(cctx, keys...)
 			}
@@ -246,9 +252,9 @@ func (s *Store) hydrate(ctx context.Context, tenant string, ids []listed) ([]*do
 		if err != nil {
 			return nil, backend("list requests: read records", err)
 		}
-		for j, sh := range chunk {
+		for j, g := range chunk {
 			for n, v := range cmds[j].Val() {
-				vals[byShard[sh][n]] = v
+				vals[byGroup[g][n]] = v
 			}
 		}
 	}
