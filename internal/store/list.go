@@ -206,19 +206,19 @@ type listed struct {
 
 // hydrate reads the records of ids, in their order: one MGET per shard (a
 // shard's keys share its slot, so this also works on a cluster), all in one
-// pipeline; one MGET for them all where one server holds every shard (no
-// Cluster: no slot rule to keep). A vanished record, or one past its
-// retention, is nil.
+// pipeline; one MGET for them all where one server holds every shard (a
+// plain client: single server, Sentinel, embedded; no slot or ring rule to
+// keep). A vanished record, or one past its retention, is nil.
 func (s *Store) hydrate(ctx context.Context, tenant string, ids []listed) ([]*domain.Request, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	_, cluster := s.rdb.(*redis.ClusterClient)
+	_, single := s.rdb.(*redis.Client)
 	byGroup := map[int][]int{} // shard (or 0 for all) -> positions in ids
 	var order []int
 	for i, l := range ids {
 		g := 0
-		if cluster {
+		if !single {
 			g = l.shard
 		}
 		if _, ok := byGroup[g]; !ok {
