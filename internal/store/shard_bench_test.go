@@ -134,7 +134,8 @@ func BenchmarkShardedMasterShare(b *testing.B) {
 // local Cluster (each master runs its shards' scripts in parallel), and
 // reports p50 and p99 page latency: the first page unfiltered and by status,
 // and a page halfway down (created_before the middle: what a deep cursor
-// costs).
+// costs); on the single server also the CPU its main thread spent per page
+// (redis-cpu-µs/op), steadier than the latencies on a shared machine.
 //
 //	go test -run '^$' -bench BenchmarkShardedList -benchtime 400x ./internal/store/
 func BenchmarkShardedList(b *testing.B) {
@@ -176,6 +177,10 @@ func BenchmarkShardedList(b *testing.B) {
 						}
 						lat := make([]time.Duration, 0, b.N)
 						items := 0
+						var cpu0 float64
+						if c, ok := rdb.(*redis.Client); ok {
+							cpu0 = redisCPU(b, c)
+						}
 						b.ResetTimer()
 						for b.Loop() {
 							t0 := time.Now()
@@ -185,6 +190,10 @@ func BenchmarkShardedList(b *testing.B) {
 								b.Fatal(err)
 							}
 							items += len(p.Items)
+						}
+						if c, ok := rdb.(*redis.Client); ok {
+							// every shard on this one server: what a page costs it
+							b.ReportMetric((redisCPU(b, c)-cpu0)/float64(len(lat)), "redis-cpu-µs/op")
 						}
 						slices.Sort(lat)
 						b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
