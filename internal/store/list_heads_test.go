@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -12,25 +11,6 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/store"
 )
-
-// mustCreateInShard creates a request of typ in shard sh of tenant, through an
-// Idempotency-Key that chooses that shard (store.CreateShard).
-func (f *fixture) mustCreateInShard(tb testing.TB, tenant, typ string, sh int) *domain.Request {
-	tb.Helper()
-	for {
-		f.keySeq++
-		key := fmt.Sprintf("shard%d-%d", sh, f.keySeq)
-		if store.CreateShard(f.s, key) != sh {
-			continue
-		}
-		r, replay, err := f.s.Create(ctx, domain.CreateParams{Tenant: tenant, CreatedBy: "key_a", IdemKey: domain.IdempotencyKey(key),
-			Input: domain.CreateInput{Type: typ, Context: json.RawMessage(`{"a":1}`)}})
-		if err != nil || replay {
-			tb.Fatalf("create: %v replay=%v", err, replay)
-		}
-		return r
-	}
-}
 
 // heads is the index-head summary of status letter st in tenant's shard sh:
 // type -> score.
@@ -121,9 +101,11 @@ func TestListBuildsHeadsOfAnOlderShard(t *testing.T) {
 	})
 }
 
-// Removals leave a summary's score high (a queued request that moved on, a
-// deleted one): the listing stays exact, and a first page lowers the score to
-// the index's real head or drops an empty index's member.
+// Removals leave a summary's score high (a queued request that moved on while
+// older ones wait), or, where they do not empty the index themselves (retention
+// reapply), a member whose index is empty: the listing stays exact, and a first
+// page lowers the score to the index's real head or drops the member. A writer
+// that empties an index drops its member at once.
 func TestListLowersStaleHeads(t *testing.T) {
 	forEachShardedBackend(t, func(t *testing.T, b backend) {
 		f := listFixture(t, b, nil)
@@ -141,12 +123,17 @@ func TestListLowersStaleHeads(t *testing.T) {
 			f.moveTo(t, "acme", r.ID, domain.StatusSucceeded)
 			moved = append(moved, r)
 		}
-		newest := f.mustCreateInShard(t, "acme", "b", 0)
-		if err := f.s.Delete(ctx, "acme", newest.ID); err != nil {
+		deleted := f.mustCreateInShard(t, "acme", "d", 0)
+		if err := f.s.Delete(ctx, "acme", deleted.ID); err != nil {
 			t.Fatal(err)
 		}
+		// an index emptied the way retention reapply does it: its member stays
+		reaped := f.mustCreateInShard(t, "acme", "b", 0)
+		tag := store.TenantTags(f.s, "acme")[0]
+		f.rdb.ZRem(ctx, f.prefix+":"+tag+":ix:q:b", reaped.ID)
+		f.rdb.Del(ctx, f.prefix+":"+tag+":r:"+reaped.ID)
 		q := f.heads(t, "acme", 0, "q")
-		if q["a"] != float64(moved[3].CreatedAt.UnixMilli()) || q["b"] != float64(newest.CreatedAt.UnixMilli()) {
+		if _, ok := q["d"]; ok || len(q) != 2 || q["a"] != float64(moved[3].CreatedAt.UnixMilli()) || q["b"] != float64(reaped.CreatedAt.UnixMilli()) {
 			t.Fatalf("queued summary before listing: %v", q)
 		}
 		want := []string{moved[3].ID, moved[2].ID, moved[1].ID, moved[0].ID, old[2].ID, old[1].ID, old[0].ID}
