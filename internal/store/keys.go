@@ -13,21 +13,21 @@ import (
 // Status codes in keys and records are one letter (statusCode) to keep both
 // short.
 //
-// Scripts receive in KEYS every key Go can name before the call, with one
-// exception: create.lua, transition.lua and list.lua name the index-head
-// summaries from a prefix in ARGV (indexHeads), by status letter; create.lua
-// and transition.lua could name theirs in Go, but their KEYS end in optional
-// entries (rate counters, idempotency key) whose positions they work out, and
-// an ARGV at the end leaves those alone. Five build
+// Scripts receive in KEYS every key Go can name before the call. Five build
 // the others from a prefix in ARGV (indexPrefix, recordPrefix,
-// retentionBucketPrefix), because the rest of the name is known only inside
-// the script: transition.lua names the index from the record's status and
-// type, and the retention bucket from the expires_at it computes; delete.lua
-// the index from the record; sweep.lua the records and indexes of the entries
-// of a bucket; reapply.lua the indexes and buckets of the records it
-// reapplies; list.lua the indexes of the types in the meta hash. Each such
-// prefix carries the hash tag of the script's KEYS, so those keys are in the
-// same slot: a Cluster serves them, and no script spans two slots.
+// retentionBucketPrefix, indexHeads), because the rest of the name is known
+// only inside the script: transition.lua names the index and its status's
+// index-head summary from the record's status and type, and the retention
+// bucket from the expires_at it computes; delete.lua the index and summary
+// from the record; sweep.lua the records, indexes and summaries of the
+// entries of a bucket; reapply.lua the indexes and buckets of the records it
+// reapplies; list.lua the indexes of the types in the meta hash and the
+// summaries of the filter's statuses. create.lua gets the summary prefix too
+// (its status is always queued): its KEYS end in optional entries (rate
+// counters, idempotency key) whose positions it works out, and an ARGV at the
+// end leaves those alone. Each such prefix carries the hash tag of the
+// script's KEYS, so those keys are in the same slot: a Cluster serves them,
+// and no script spans two slots.
 type keys struct{ prefix string }
 
 // record: string, one per request: its fields in one compact string (layout:
@@ -72,8 +72,10 @@ func (k keys) indexPrefix(tag string) string { return k.prefix + ":" + tag + ":i
 // indexHeads: the prefix of the index-head summaries, one zset per shard and
 // status ("<indexHeads><status letter>"), member a type, score at least the
 // newest created_at (ms) in that (status, type) index: create.lua and
-// transition.lua raise it (ZADD GT) with every entry they add, removals leave
-// it high, and a first list page lowers a stale one (list.lua). A listing
+// transition.lua raise it (ZADD GT) with every entry they add; transition.lua,
+// delete.lua and sweep.lua drop the member of an index they empty; other
+// removals leave the score high, and a first list page lowers a stale one
+// (list.lua). A listing
 // without a type filter opens only the indexes whose score can still reach the
 // page, not every index of every type (docs/listing.md). Trusted once the meta
 // hash's field lh is "1" (list.lua builds them then, once per shard). Per

@@ -771,7 +771,7 @@ func (s *Store) deleteAt(ctx context.Context, tag string, p domain.TransitionPar
 	if count {
 		keys = s.rateKeys(keys, tag, ratelimit.ScopeAdmin, p.Credential)
 	}
-	r, err := s.run(ctx, s.sc.remove, keys, id, ms(s.now()), s.k.indexPrefix(tag), p.By)
+	r, err := s.run(ctx, s.sc.remove, keys, id, ms(s.now()), s.k.indexPrefix(tag), p.By, s.k.indexHeads(tag))
 	if err != nil {
 		return backend("delete request "+id, err)
 	}

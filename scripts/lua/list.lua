@@ -190,7 +190,8 @@ if lazy then
         if r[1] then rcall('ZADD', heads .. st, r[2], types[j]) end
       end
     end
-    rcall('HSET', KEYS[1], 'lh', '1')
+    -- (a shard with no type yet has nothing to build, and no meta hash to mark)
+    if #types > 0 then rcall('HSET', KEYS[1], 'lh', '1') end
   end
   if top then
     -- the indexes with an entry at or above the bound may hold any id under
