@@ -72,10 +72,11 @@ func (k keys) indexPrefix(tag string) string { return k.prefix + ":" + tag + ":i
 // indexHeads: the prefix of the index-head summaries, one zset per shard and
 // status ("<indexHeads><status letter>"), member a type, score at least the
 // newest created_at (ms) in that (status, type) index: create.lua and
-// transition.lua raise it (ZADD GT) with every entry they add; transition.lua,
-// delete.lua and sweep.lua drop the member of an index they empty; other
-// removals leave the score high, and a first list page lowers a stale one
-// (list.lua). A listing
+// transition.lua raise it (ZADD GT) with every entry they add; delete.lua and
+// sweep.lua drop the member of an index they empty (sweep.lua also the
+// type's emptied queued and processing members, which transitions leave);
+// other removals leave the score high, and a first list page lowers a stale
+// one (list.lua). A listing
 // without a type filter opens only the indexes whose score can still reach the
 // page, not every index of every type (docs/listing.md). Trusted once the meta
 // hash's field lh is "1" (list.lua builds them then, once per shard). Per
