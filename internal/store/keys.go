@@ -15,14 +15,19 @@ import (
 //
 // Scripts receive in KEYS every key Go can name before the call. Five build
 // the others from a prefix in ARGV (indexPrefix, recordPrefix,
-// retentionBucketPrefix), because the rest of the name is known only inside
-// the script: transition.lua names the index from the record's status and
-// type, and the retention bucket from the expires_at it computes; delete.lua
-// the index from the record; sweep.lua the records and indexes of the entries
-// of a bucket; reapply.lua the indexes and buckets of the records it
-// reapplies; list.lua the indexes of the types in the meta hash. Each such
-// prefix carries the hash tag of the script's KEYS, so those keys are in the
-// same slot: a Cluster serves them, and no script spans two slots.
+// retentionBucketPrefix, indexHeads), because the rest of the name is known
+// only inside the script: transition.lua names the index and its status's
+// index-head summary from the record's status and type, and the retention
+// bucket from the expires_at it computes; delete.lua the index and summary
+// from the record; sweep.lua the records, indexes and summaries of the
+// entries of a bucket; reapply.lua the indexes and buckets of the records it
+// reapplies; list.lua the indexes of the types in the meta hash and the
+// summaries of the filter's statuses. create.lua gets the summary prefix too
+// (its status is always queued): its KEYS end in optional entries (rate
+// counters, idempotency key) whose positions it works out, and an ARGV at the
+// end leaves those alone. Each such prefix carries the hash tag of the
+// script's KEYS, so those keys are in the same slot: a Cluster serves them,
+// and no script spans two slots.
 type keys struct{ prefix string }
 
 // record: string, one per request: its fields in one compact string (layout:
@@ -47,9 +52,10 @@ func (k keys) pacing(tag, id string) string { return k.prefix + ":" + tag + ":pc
 
 // meta: hash of tenant flags, one per shard, read by create.lua with one HMGET:
 // fz = "1" while frozen, wh = "1" while the tenant has webhook endpoints (both
-// copied into every shard: SetFrozen, copyFilter), and t:<type> = "1" for every
+// copied into every shard: SetFrozen, copyFilter), t:<type> = "1" for every
 // type created in this shard (listings without a type filter merge the indexes
-// of each; they never go, and stay few). No TTL.
+// of each; they never go, and stay few), and lh = "1" once the shard's
+// indexHeads may be trusted. No TTL.
 func (k keys) meta(tag string) string { return k.prefix + ":" + tag + ":m" }
 
 // index: zset of the tenant's request ids in one status and of one type, score
@@ -62,6 +68,20 @@ func (k keys) index(tag string, s domain.Status, typ string) string {
 }
 
 func (k keys) indexPrefix(tag string) string { return k.prefix + ":" + tag + ":ix:" }
+
+// indexHeads: the prefix of the index-head summaries, one zset per shard and
+// status ("<indexHeads><status letter>"), member a type, score at least the
+// newest created_at (ms) in that (status, type) index: create.lua and
+// transition.lua raise it (ZADD GT) with every entry they add; delete.lua and
+// sweep.lua drop the member of an index they empty (sweep.lua also the
+// type's emptied queued and processing members, which transitions leave);
+// other removals leave the score high, and a first list page lowers a stale
+// one (list.lua). A listing
+// without a type filter opens only the indexes whose score can still reach the
+// page, not every index of every type (docs/listing.md). Trusted once the meta
+// hash's field lh is "1" (list.lua builds them then, once per shard). Per
+// index, not per request: a few bytes per type and status.
+func (k keys) indexHeads(tag string) string { return k.prefix + ":" + tag + ":ixh:" }
 
 // deadlines: zset of non-terminal request ids, score = when the sweeper must time
 // them out (queued or processing timeout), unix ms.

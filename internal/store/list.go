@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -82,6 +83,10 @@ func (s *Store) list(ctx context.Context, tenant string, f domain.ListFilter, al
 		wantStatus[st] = true
 	}
 
+	// The lazy plan (list.lua) needs every writer to keep the index-head
+	// summary; S > 1 is only set once every replica runs this version
+	// (docs/operations.md), so it is used there. One shard reads as before.
+	lazy := len(tags) > 1 && f.Type == ""
 	page := &domain.ListPage{Items: make([]*domain.Request, 0, limit)}
 	more := false
 	for round := 0; round < listRounds && len(page.Items) < limit; round++ {
@@ -95,19 +100,21 @@ func (s *Store) list(ctx context.Context, tenant string, f domain.ListFilter, al
 			maxScore = strconv.FormatInt(top, 10)
 		}
 		want := limit - len(page.Items)
+		ask := shardAsk(want, len(tags), round)
 		calls := make([]scriptCall, len(tags))
 		for i, tag := range tags {
-			calls[i] = scriptCall{keys: []string{s.k.meta(tag)}, args: []any{letters, f.Type, maxScore, minScore,
-				cID, strconv.Itoa(want), s.k.indexPrefix(tag)}}
+			calls[i] = s.listCall(tag, letters, f.Type, maxScore, minScore, cID, ask, lazy)
 		}
 		replies, err := s.runList(ctx, calls, round == 0, tags[0], f)
 		if err != nil {
 			return nil, backend("list requests", err)
 		}
-		// Each shard answered its next want ids after the position; the page's
-		// next want ids are the newest want of them all (no shard can hide one
-		// between: it gave want of its own, all newer than any it kept back).
+		// Each shard answered its next ask ids after the position. An id is
+		// safe on the page once it is at least the last id of every shard that
+		// has more (threshold): no shard holds an unseen id above that. With
+		// ask = want (one shard, or a later round) that keeps at least want ids.
 		var all []listed
+		threshold := ""
 		more = false
 		for i, r := range replies {
 			if err := s.outcome("list requests", "", r, codeOK); err != nil {
@@ -118,6 +125,9 @@ func (s *Store) list(ctx context.Context, tenant string, f domain.ListFilter, al
 			}
 			if m, _ := r.rest[0].(int64); m == 1 {
 				more = true
+				if last, _ := r.rest[1].(string); last > threshold {
+					threshold = last
+				}
 			}
 			for _, v := range r.rest[2:] {
 				id, _ := v.(string)
@@ -130,6 +140,9 @@ func (s *Store) list(ctx context.Context, tenant string, f domain.ListFilter, al
 		// ids order as (created_at, id): an entry's score is its id's millisecond
 		// (list.lua relies on it too)
 		slices.SortFunc(all, func(a, b listed) int { return strings.Compare(b.id, a.id) })
+		if n := sort.Search(len(all), func(i int) bool { return all[i].id < threshold }); n < len(all) {
+			all = all[:n] // the rest comes again in the next round
+		}
 		if len(all) > want {
 			all, more = all[:want], true
 		}
@@ -165,6 +178,32 @@ func (s *Store) list(ctx context.Context, tenant string, f domain.ListFilter, al
 	return page, nil
 }
 
+// listCall is one shard's list.lua call: the ids of its next ask entries below
+// the position (maxScore, cID) that match the filters.
+func (s *Store) listCall(tag, letters, typ, maxScore, minScore, cID string, ask int, lazy bool) scriptCall {
+	heads := ""
+	if lazy {
+		heads = s.k.indexHeads(tag)
+	}
+	return scriptCall{keys: []string{s.k.meta(tag)},
+		args: []any{letters, typ, maxScore, minScore, cID, strconv.Itoa(ask), s.k.indexPrefix(tag), heads}}
+}
+
+// shardAsk is how many ids each of shards shards is asked for in a round that
+// wants want. A shard holds a random 1/shards of the requests, so the first
+// round of several shards asks each for its even share with room for the
+// spread of that split (twice the share, plus three: for a page of 50 over 16
+// shards, 11 each; about one page in 1,400 finds a shard holding more and
+// takes a second round), so that a shard's work follows the page, not the
+// page times the shards. A round that comes out
+// short (a shard held more) asks for want, as a single shard always does.
+func shardAsk(want, shards, round int) int {
+	if shards <= 1 || round > 0 {
+		return want
+	}
+	return min(want, 2*((want+shards-1)/shards)+3)
+}
+
 // listed is an id a shard's index gave, and that shard.
 type listed struct {
 	id    string
@@ -173,18 +212,26 @@ type listed struct {
 
 // hydrate reads the records of ids, in their order: one MGET per shard (a
 // shard's keys share its slot, so this also works on a cluster), all in one
-// pipeline. A vanished record, or one past its retention, is nil.
+// pipeline; one MGET for them all where one server holds every shard (a
+// plain client: single server, Sentinel, embedded; no slot or ring rule to
+// keep). A vanished record, or one past its retention, is nil. also, when not
+// nil, adds its commands to the first pipeline (ReadTenantPage).
 func (s *Store) hydrate(ctx context.Context, tenant string, ids []listed, also func(redis.Pipeliner)) ([]*domain.Request, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	byShard := map[int][]int{} // shard -> positions in ids
+	_, single := s.rdb.(*redis.Client)
+	byGroup := map[int][]int{} // shard (or 0 for all) -> positions in ids
 	var order []int
 	for i, l := range ids {
-		if _, ok := byShard[l.shard]; !ok {
-			order = append(order, l.shard)
+		g := 0
+		if !single {
+			g = l.shard
 		}
-		byShard[l.shard] = append(byShard[l.shard], i)
+		if _, ok := byGroup[g]; !ok {
+			order = append(order, g)
+		}
+		byGroup[g] = append(byGroup[g], i)
 	}
 	vals := make([]any, len(ids))
 	cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
@@ -203,11 +250,10 @@ func (s *Store) hydrate(ctx context.Context, tenant string, ids []listed, also f
 			if also != nil {
 				also(p)
 			}
-			for j, sh := range chunk {
-				tag := s.tag(tenant, sh)
-				keys := make([]string, len(byShard[sh]))
-				for n, i := range byShard[sh] {
-					keys[n] = s.k.record(tag, ids[i].id)
+			for j, g := range chunk {
+				keys := make([]string, len(byGroup[g]))
+				for n, i := range byGroup[g] {
+					keys[n] = s.k.record(s.tag(tenant, ids[i].shard), ids[i].id)
 				}
 				cmds[j] = p.MGet(cctx, keys...)
 			}
@@ -216,9 +262,9 @@ func (s *Store) hydrate(ctx context.Context, tenant string, ids []listed, also f
 		if err != nil {
 			return nil, backend("list requests: read records", err)
 		}
-		for j, sh := range chunk {
+		for j, g := range chunk {
 			for n, v := range cmds[j].Val() {
-				vals[byShard[sh][n]] = v
+				vals[byGroup[g][n]] = v
 			}
 		}
 	}

@@ -132,7 +132,10 @@ func BenchmarkShardedMasterShare(b *testing.B) {
 // with 1 and 16 shards on the real redis-server (every shard on one server:
 // the worst case, where a page costs the server 16 list scripts) and on the
 // local Cluster (each master runs its shards' scripts in parallel), and
-// reports p50 and p99 page latency.
+// reports p50 and p99 page latency: the first page unfiltered and by status,
+// and a page halfway down (created_before the middle: what a deep cursor
+// costs); on the single server also the CPU its main thread spent per page
+// (redis-cpu-µs/op), steadier than the latencies on a shared machine.
 //
 //	go test -run '^$' -bench BenchmarkShardedList -benchtime 400x ./internal/store/
 func BenchmarkShardedList(b *testing.B) {
@@ -155,7 +158,7 @@ func BenchmarkShardedList(b *testing.B) {
 				if err := s.Ready(ctx); err != nil {
 					b.Fatal(err)
 				}
-				seedShards(b, rdb, prefix, store.TenantTags(s, "bench"), n)
+				mid := seedShards(b, rdb, prefix, store.TenantTags(s, "bench"), n)
 				time.Sleep(time.Second) // let Redis finish rehashing
 				for _, c := range []struct {
 					name string
@@ -163,6 +166,8 @@ func BenchmarkShardedList(b *testing.B) {
 				}{
 					{"unfiltered", domain.ListFilter{Limit: 50}},
 					{"status=failed", domain.ListFilter{Limit: 50, Statuses: []domain.Status{domain.StatusFailed}}},
+					// what a page deep in the listing (a cursor far down) costs
+					{"halfway-down", domain.ListFilter{Limit: 50, CreatedBefore: &mid}},
 				} {
 					b.Run(c.name, func(b *testing.B) {
 						for range 50 { // warm up
@@ -172,6 +177,10 @@ func BenchmarkShardedList(b *testing.B) {
 						}
 						lat := make([]time.Duration, 0, b.N)
 						items := 0
+						var cpu0 float64
+						if c, ok := rdb.(*redis.Client); ok {
+							cpu0 = redisCPU(b, c)
+						}
 						b.ResetTimer()
 						for b.Loop() {
 							t0 := time.Now()
@@ -181,6 +190,10 @@ func BenchmarkShardedList(b *testing.B) {
 								b.Fatal(err)
 							}
 							items += len(p.Items)
+						}
+						if c, ok := rdb.(*redis.Client); ok {
+							// every shard on this one server: what a page costs it
+							b.ReportMetric((redisCPU(b, c)-cpu0)/float64(len(lat)), "redis-cpu-µs/op")
 						}
 						slices.Sort(lat)
 						b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")

@@ -430,7 +430,7 @@ func (a createArgs) call(k keys) scriptCall {
 	if a.idem != "" {
 		keys = append(keys, a.idem)
 	}
-	return scriptCall{keys, []any{a.id, a.now, a.rec, a.fp, a.stale, a.typ, a.by}}
+	return scriptCall{keys, []any{a.id, a.now, a.rec, a.fp, a.stale, a.typ, a.by, k.indexHeads(a.tag)}}
 }
 
 // uuidTime is the millisecond timestamp of a UUIDv7.
@@ -791,7 +791,7 @@ func (c transitionCall) call(k keys) scriptCall {
 		keys = append(keys, c.idem)
 	}
 	return scriptCall{keys, []any{statusCode[c.to], c.now, c.by, c.payload, c.resultType, statusCode[c.guard],
-		c.fp, c.id, c.createdAt, k.retentionBucketPrefix(c.tag), k.indexPrefix(c.tag)}}
+		c.fp, c.id, c.createdAt, k.retentionBucketPrefix(c.tag), k.indexPrefix(c.tag), k.indexHeads(c.tag)}}
 }
 
 // Delete removes a request and everything that belongs to it; its audit
@@ -857,7 +857,7 @@ func (a deleteArgs) call(k keys) scriptCall {
 	keys := make([]string, 6, 8)
 	keys[0], keys[1], keys[2] = k.record(a.tag, a.id), k.deadlines(a.tag), k.pacing(a.tag, a.id)
 	keys[3], keys[4], keys[5] = k.audit(a.tag), k.meta(a.tag), k.changes(a.tag)
-	return scriptCall{a.rate.appendTo(keys), []any{a.id, a.now, k.indexPrefix(a.tag), a.by}}
+	return scriptCall{a.rate.appendTo(keys), []any{a.id, a.now, k.indexPrefix(a.tag), a.by, k.indexHeads(a.tag)}}
 }
 
 // SetFrozen freezes or unfreezes a tenant (spec §2). Every script reads the

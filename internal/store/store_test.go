@@ -108,15 +108,21 @@ func (f *fixture) mustCreate(tb testing.TB, tenant, typ string) *domain.Request 
 	return r
 }
 
-// mustCreateIn creates a request in shard 0 of tenant: with an
-// Idempotency-Key, found by trying, that chooses shard 0 (store.CreateShard).
+// mustCreateIn0 creates a request in shard 0 of tenant (mustCreateInShard).
 // Tests of one shard's mechanics (batches, raw keys) use it.
 func (f *fixture) mustCreateIn0(tb testing.TB, tenant, typ string) *domain.Request {
 	tb.Helper()
+	return f.mustCreateInShard(tb, tenant, typ, 0)
+}
+
+// mustCreateInShard creates a request of typ in shard sh of tenant: with an
+// Idempotency-Key, found by trying, that chooses that shard (store.CreateShard).
+func (f *fixture) mustCreateInShard(tb testing.TB, tenant, typ string, sh int) *domain.Request {
+	tb.Helper()
 	for {
 		f.keySeq++
-		key := fmt.Sprintf("shard0-%d", f.keySeq)
-		if store.CreateShard(f.s, key) != 0 {
+		key := fmt.Sprintf("shard%d-%d", sh, f.keySeq)
+		if store.CreateShard(f.s, key) != sh {
 			continue
 		}
 		r, replay, err := f.s.Create(ctx, domain.CreateParams{Tenant: tenant, CreatedBy: "key_a", IdemKey: domain.IdempotencyKey(key),

@@ -458,7 +458,7 @@ func (w *Sweeper) clean(ctx context.Context, wk sweepWork, now time.Time, c *swe
 		keys := []string{w.s.k.retentionBucketPrefix(tag) + end, w.s.k.retentionBuckets(tag)}
 		for budget > 0 {
 			n := min(budget, sweepChunk)
-			r, err := w.s.run(ctx, w.s.sc.sweep, scriptCall{keys, []any{ms(now), n, w.s.k.recordPrefix(tag), end, w.s.k.indexPrefix(tag)}})
+			r, err := w.s.run(ctx, w.s.sc.sweep, scriptCall{keys, []any{ms(now), n, w.s.k.recordPrefix(tag), end, w.s.k.indexPrefix(tag), w.s.k.indexHeads(tag)}})
 			if err != nil {
 				return backend("sweep: clean "+tenant, err)
 			}

@@ -192,10 +192,10 @@ func TestSweeperRetentionRemovesEveryKey(t *testing.T) {
 		if st := mustTick(t, w); st.Cleaned != int64(len(gone)) {
 			t.Fatalf("cleaned %d, want %d", st.Cleaned, len(gone))
 		}
-		// What is left is the live request's: its record and index entries.
-		// a queued request has no deadline entry; the meta hash of each shard
-		// that took a create stays (its type flags)
-		want := []string{f.key("acme", alive.ID, ":ix:q:x"), f.key("acme", alive.ID, ":r:"+alive.ID)}
+		// What is left is the live request's: its record and index entries, and
+		// its index's head summary. a queued request has no deadline entry; the
+		// meta hash of each shard that took a create stays (its type flags)
+		want := []string{f.key("acme", alive.ID, ":ix:q:x"), f.key("acme", alive.ID, ":r:"+alive.ID), f.key("acme", alive.ID, ":ixh:q")}
 		for _, id := range append([]string{alive.ID}, gone...) {
 			if m := f.key("acme", id, ":m"); !slices.Contains(want, m) {
 				want = append(want, m)

@@ -16,6 +16,8 @@
 -- ARGV[4] idempotency fingerprint (body digest)
 -- ARGV[5] stale id: an idempotency entry naming this id may be replaced (its record is gone)
 -- ARGV[6] type                   ARGV[7] created_by (for the audit entry)
+-- ARGV[8] index-head summary prefix (keys.indexHeads; same hash tag, so this
+--         slot): the type's score in the queued summary is raised to created_at
 -- Constants (store.New, through luaConstants in scripts.go): IDEMPOTENCY_TTL (ms), OUTBOX_BOUND (XADD MAXLEN ~),
 -- AUDIT_BOUND (the audit entry: audit_add), RL_WRITE_LIMIT, RL_WRITE_WINDOW (ms, a
 -- string), RL_TENANT_LIMIT, RL_TENANT_WINDOW.
@@ -57,6 +59,7 @@ end
 
 if not rcall('SET', record, rec, 'NX') then return redis.error_reply('ERR id collision') end
 rcall('ZADD', qset, now, id)
+rcall('ZADD', ARGV[8] .. 'q', 'GT', now, ARGV[6])
 if not m[3] then rcall('HSET', meta, 't:' .. ARGV[6], '1') end
 if m[2] then emit_webhooks(hooks, outbox, OUTBOX_BOUND, 'q', id, now, rec) end
 if AUDIT_BOUND > 0 then audit_add(KEYS[6], meta, id, '1', '1', '', 'q', ARGV[7], now, ARGV[6], '') end

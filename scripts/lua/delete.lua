@@ -8,6 +8,8 @@
 -- ARGV[1] id   ARGV[2] now (unix ms)   ARGV[4] by (key id, for the audit entry)
 -- ARGV[3] index key prefix ("<prefix>:{<tenant>}:ix:"): the request's index,
 --         "<prefix><status letter>:<type>", is named from its record (same slot)
+-- ARGV[5] index-head summary prefix (keys.indexHeads; same slot): the type's
+--         member of the status's summary goes when its index empties
 -- KEYS[7] credential admin-rate counter, KEYS[8] tenant rate counter (both optional:
 --         present, the call is counted against ratelimit.admin and .tenant first)
 -- Constants: PUBLISH ('SPUBLISH' on a Cluster, else 'PUBLISH'), RL_ADMIN_LIMIT,
@@ -31,6 +33,7 @@ local st, typ, ex = rec_head(rec)
 if gone(ex, ARGV[2]) then return '1' .. rl end
 rcall('DEL', record, KEYS[3])
 rcall('ZREM', ARGV[3] .. st .. ':' .. typ, id)
+if rcall('EXISTS', ARGV[3] .. st .. ':' .. typ) == 0 then rcall('ZREM', ARGV[5] .. st, typ) end
 rcall('ZREM', KEYS[2], id)
 -- the audit entry of a delete: version and seq one past the record's last
 if AUDIT_BOUND > 0 then

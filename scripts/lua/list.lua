@@ -10,6 +10,21 @@
 -- and of its type (every type of the tenant without one: the t:<type> fields of
 -- the meta hash) yields
 -- exactly the matching ids: nothing is read that the page does not show.
+-- Lazy plan (ARGV[8] given, and no type filter: what a sharded tenant's
+-- unfiltered or status-filtered page asks of each shard): the index-head
+-- summaries ("<ARGV[8]><status letter>", keys.indexHeads, one zset per status)
+-- hold, per type, a score at least the newest created_at in that (status, type)
+-- index (create.lua and transition.lua raise it with ZADD GT; removals leave it
+-- high). Read newest first, they stream the indexes in the order of their
+-- possible heads, and an index is opened (one range read) only once its bound
+-- reaches the merge's current top: a page opens the indexes that hold its
+-- entries, plus those whose bound is stale or lies above the cursor (a page deep
+-- in the listing still opens every index with an entry above its position),
+-- instead of every index of every type. A first page (no upper bound) lowers a
+-- stale bound to the index's real head, or drops an empty index's member. The
+-- summaries are trusted once the meta hash's field lh is "1"; before that (a
+-- shard written by a version without them) this script builds them from every
+-- index's head and sets lh, once per shard.
 -- KEYS[1] tenant meta hash
 -- ARGV[1] status letters, e.g. "sf" (all six without a status filter)
 -- ARGV[2] type filter, or "" (every type of the tenant)
@@ -20,7 +35,10 @@
 -- ARGV[6] want: ids to return (>= 1)
 -- ARGV[7] index key prefix ("<prefix>:{<tenant>}:ix:"): the indexes are named
 --         here, from the types (same hash tag, so this slot)
--- KEYS[2] credential read-rate counter, KEYS[3] tenant rate counter, ARGV[8] now
+-- ARGV[8] index-head summary prefix ("<prefix>:{<tenant>}:ixh:", same slot) for
+--         the lazy plan (ignored with a type filter), or "": every index of the
+--         filter is opened
+-- KEYS[2] credential read-rate counter, KEYS[3] tenant rate counter, ARGV[9] now
 --         (unix ms): all three optional, given to the first shard's call of a
 --         listing only, which then counts it against ratelimit.read and
 --         .tenant before anything else is read (rate_gate)
@@ -33,38 +51,34 @@
 --         | {2} tenant frozen | {"9" .. rate part} rate limited
 --- @include "rcall"
 --- @include "rate_gate"
+--- @include "fmt_ms"
 local maxs, mins = ARGV[3], ARGV[4]
 local cid = ARGV[5]
 local has_cursor = cid ~= ''
 local want = tonumber(ARGV[6])
+local prefix = ARGV[7]
+local heads = ARGV[8]
+local lazy = heads ~= '' and ARGV[2] == ''
 
-if rcall('HGET', KEYS[1], 'fz') == '1' then return {2} end
-local ok, rl = rate_gate(2, RL_READ_LIMIT, RL_READ_WINDOW, ARGV[8])
+local flags = rcall('HMGET', KEYS[1], 'fz', 'lh')
+if flags[1] == '1' then return {2} end
+local ok, rl = rate_gate(2, RL_READ_LIMIT, RL_READ_WINDOW, ARGV[9])
 if not ok then return {'9' .. rl} end
 
-local types = {ARGV[2]}
-if ARGV[2] == '' then
-  types = {}
+-- tenant_types: the types of the meta hash's t:<type> fields
+local function tenant_types()
+  local types = {}
   for _, f in ipairs(rcall('HKEYS', KEYS[1])) do
     if string.sub(f, 1, 2) == 't:' then types[#types + 1] = string.sub(f, 3) end
   end
-end
-local drivers = {}
-for i = 1, #ARGV[1] do
-  local st = string.sub(ARGV[1], i, i)
-  for j = 1, #types do
-    drivers[#drivers + 1] = ARGV[7] .. st .. ':' .. types[j]
-  end
+  return types
 end
 
--- One iterator per index, reading it newest first in chunks that start at a
--- fair share of the page and double on every refill (one index usually holds
--- most of a page; the others then cost a few entries each).
-local first = want + 1
-if #drivers > 1 then first = math.floor(first / #drivers) + 2 end
-local iters = {}
-for i = 1, #drivers do
-  iters[i] = {key = drivers[i], buf = {}, i = 1, off = 0, size = first, eof = false}
+-- One iterator per opened index, reading it newest first in chunks that start
+-- at first entries and double on every refill (one index usually holds most of
+-- a page; the others then cost a few entries each).
+local function iterator(key, first)
+  return {key = key, buf = {}, i = 1, off = 0, size = first, eof = false}
 end
 
 local function head(it)
@@ -81,8 +95,7 @@ local function head(it)
 end
 
 -- The iterators with a head, in a binary max-heap by head id: a page costs one
--- first read per index plus O(log k) per id, not k comparisons per id (a tenant
--- with 100 types has 600 indexes to merge when unfiltered).
+-- first read per opened index plus O(log k) per id, not k comparisons per id.
 local heap = {}
 local function up(i)
   while i > 1 do
@@ -103,20 +116,131 @@ local function down(i)
     i = m
   end
 end
-for i = 1, #iters do
-  local h = head(iters[i])
+local function push(it)
+  local h = head(it)
   if h then
-    iters[i].h = h
-    heap[#heap + 1] = iters[i]
+    it.h = h
+    heap[#heap + 1] = it
     up(#heap)
   end
 end
 
--- next_candidate: the iterator with the largest (newest) head, and that head.
-local function next_candidate()
-  local it = heap[1]
-  if not it then return nil end
-  return it, it.h
+-- id_ms is the UUIDv7 millisecond of an id (its first 12 hex digits): the
+-- score of its index entries.
+local function id_ms(id)
+  return tonumber(string.sub(id, 1, 8) .. string.sub(id, 10, 13), 16)
+end
+
+-- The unopened indexes, for the lazy plan: per status of the filter, the
+-- summary's types, newest bound first, read in chunks. pending() is the next
+-- one of them all (stream, type, bound), nil when none is left.
+-- With an upper bound (a cursor, created_before), the indexes whose score is
+-- at or above it all have that bound: they are opened at once (below), and the
+-- streams start under it.
+local top = tonumber(maxs) -- nil for +inf
+local below = '+inf'
+if top then below = '(' .. maxs end
+local streams = {}
+for i = 1, #ARGV[1] do
+  local st = string.sub(ARGV[1], i, i)
+  streams[i] = {st = st, key = heads .. st, buf = {}, i = 1, off = 0, size = 8, eof = false}
+end
+local function peek(sm)
+  while true do
+    local m = sm.buf[sm.i]
+    if m then return m, tonumber(sm.buf[sm.i + 1]) end
+    if sm.eof then return nil end
+    local r = rcall('ZREVRANGEBYSCORE', sm.key, below, mins, 'WITHSCORES', 'LIMIT', sm.off, sm.size)
+    sm.off = sm.off + #r / 2
+    if #r / 2 < sm.size then sm.eof = true end
+    sm.buf, sm.i = r, 1
+    sm.size = math.min(sm.size * 2, 512)
+  end
+end
+local function pending()
+  local best, bt, bb
+  for i = 1, #streams do
+    local t, b = peek(streams[i])
+    if t and (not best or b > bb) then best, bt, bb = streams[i], t, b end
+  end
+  return best, bt, bb
+end
+
+-- open_pending opens the next summary member: an iterator on its index, whose
+-- first read also shows whether its bound was stale (then, on a first page,
+-- the bound is lowered to the real head, or the member dropped: in heals,
+-- applied at the end, since the summary is being read by offset meanwhile).
+local lazy_first = math.min(want + 1, 4)
+local heals = {}
+local function open_pending(sm, t, bound)
+  sm.i = sm.i + 2
+  local it = iterator(prefix .. sm.st .. ':' .. t, lazy_first)
+  push(it)
+  if maxs == '+inf' then
+    if it.h then
+      local ms = id_ms(it.h)
+      if ms < bound then heals[#heals + 1] = {sm.key, t, fmt_ms(ms)} end
+    elseif mins == '-inf' then
+      heals[#heals + 1] = {sm.key, t}
+    end
+  end
+end
+
+-- fill opens every unopened index that may hold an id at least the heap's
+-- top: afterwards the top (if any) is the newest id left of every index.
+local fill = function() end
+if lazy then
+  if flags[2] ~= '1' then
+    -- a shard written without the summaries: build them from every index's head
+    local types = tenant_types()
+    for _, st in ipairs({'q', 'p', 's', 'f', 'c', 'e'}) do
+      rcall('DEL', heads .. st)
+      for j = 1, #types do
+        local r = rcall('ZREVRANGE', prefix .. st .. ':' .. types[j], 0, 0, 'WITHSCORES')
+        if r[1] then rcall('ZADD', heads .. st, r[2], types[j]) end
+      end
+    end
+    -- (a shard with no type yet has nothing to build, and no meta hash to mark)
+    if #types > 0 then rcall('HSET', KEYS[1], 'lh', '1') end
+  end
+  if top then
+    -- the indexes with an entry at or above the bound may hold any id under
+    -- it: opened now, each first read a fair share of the page (as the eager
+    -- plan does)
+    local over = {}
+    for _, sm in ipairs(streams) do
+      for _, t in ipairs(rcall('ZRANGEBYSCORE', sm.key, maxs, '+inf')) do
+        over[#over + 1] = prefix .. sm.st .. ':' .. t
+      end
+    end
+    local first = want + 1
+    if #over > 1 then first = math.floor(first / #over) + 2 end
+    for _, key in ipairs(over) do push(iterator(key, first)) end
+  end
+  fill = function()
+    while true do
+      local sm, t, bound = pending()
+      if not sm then return end
+      if top and bound > top then bound = top end
+      local it = heap[1]
+      if it and bound < id_ms(it.h) then return end
+      open_pending(sm, t, bound)
+    end
+  end
+else
+  local types = {ARGV[2]}
+  if ARGV[2] == '' then types = tenant_types() end
+  local drivers = {}
+  for i = 1, #ARGV[1] do
+    local st = string.sub(ARGV[1], i, i)
+    for j = 1, #types do
+      drivers[#drivers + 1] = prefix .. st .. ':' .. types[j]
+    end
+  end
+  -- every index opened at once, each first read a fair share of the page
+  local first = want + 1
+  if #drivers > 1 then first = math.floor(first / #drivers) + 2 end
+  for i = 1, #drivers do push(iterator(drivers[i], first)) end
 end
 
 -- advance moves the top iterator past its head and restores the heap.
@@ -136,8 +260,10 @@ end
 local out = {'0' .. rl, 0, ''}
 local found = 0
 while true do
-  local it, id = next_candidate()
+  fill()
+  local it = heap[1]
   if not it then break end
+  local id = it.h
   if has_cursor and id >= cid then
     -- listed already (same millisecond as the cursor, larger id)
     advance(it)
@@ -151,5 +277,8 @@ while true do
     out[#out + 1] = id
     out[3] = id
   end
+end
+for _, h in ipairs(heals) do
+  if h[3] then rcall('ZADD', h[1], 'XX', h[3], h[2]) else rcall('ZREM', h[1], h[2]) end
 end
 return out

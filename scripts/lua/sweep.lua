@@ -12,6 +12,9 @@
 -- ARGV[4] the bucket's end (its member in KEYS[2])
 -- ARGV[5] index key prefix ("<prefix>:{<tenant>}:ix:"): an entry's index is
 --         "<prefix><status letter>:<type>" (same slot)
+-- ARGV[6] index-head summary prefix (keys.indexHeads; same slot): an index
+--         emptied here leaves its status's summary (with the type's empty
+--         queued and processing indexes)
 -- Returns {0, removed, left, taken}: index entries removed, entries left in the
 -- bucket, entries taken from it
 --- @include "rcall"
@@ -33,7 +36,19 @@ for i = 1, #entries do
     if not keep then rcall('DEL', key) end
   end
   if not keep and terminal(st) and typ ~= '' then
-    removed = removed + rcall('ZREM', ARGV[5] .. st .. ':' .. typ, id)
+    local ix = ARGV[5] .. st .. ':' .. typ
+    if rcall('ZREM', ix, id) == 1 then
+      removed = removed + 1
+      if rcall('EXISTS', ix) == 0 then
+        -- the type's last terminal request of this status went: its summary
+        -- member goes, and so do the queued and processing ones that
+        -- transitions leave behind, once those indexes are empty too
+        rcall('ZREM', ARGV[6] .. st, typ)
+        for _, a in ipairs({'q', 'p'}) do
+          if rcall('EXISTS', ARGV[5] .. a .. ':' .. typ) == 0 then rcall('ZREM', ARGV[6] .. a, typ) end
+        end
+      end
+    end
   end
 end
 rcall('LTRIM', bucket, #entries, -1)

@@ -31,6 +31,10 @@
 -- ARGV[11] index key prefix ("<prefix>:{<tenant>}:ix:"): the request's index is
 --          "<prefix><status letter>:<type>", named here because only the record
 --          knows the type (same hash tag, so this slot).
+-- ARGV[12] index-head summary prefix (keys.indexHeads; same slot): the type's
+--          score in the new status's summary is raised to created_at (the old
+--          status's is left high: one command per move, not two; sweep.lua drops
+--          it once the type's requests are gone)
 -- The configuration comes as constants (store.New, through luaConstants in scripts.go):
 -- QUEUED_TIMEOUT, PROCESSING_TIMEOUT, RETENTION (ms, 0 = forever), each with its
 -- per-type ";t=ms;" string (..._BY_TYPE), IDEMPOTENCY_TTL (ms), OUTBOX_BOUND
@@ -109,6 +113,7 @@ if from ~= to then
   local ix = ARGV[11]
   rcall('ZREM', ix .. from .. ':' .. f[F_TYPE], id)
   rcall('ZADD', ix .. to .. ':' .. f[F_TYPE], ca, id)
+  rcall('ZADD', ARGV[12] .. to, 'GT', ca, f[F_TYPE])
   f[F_STATUS] = to
   local ev = to .. d
   if by ~= f[F_CREATED_BY] then ev = ev .. '@' .. by end
