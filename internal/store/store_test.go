@@ -82,15 +82,6 @@ func forEachBackend(t *testing.T, f func(t *testing.T, b backend)) {
 	}
 }
 
-// forEachUnshardedBackend runs f once per backend with one shard only: for
-// webhooks, whose outboxes are not spread over shards yet (config refuses
-// redis.tenant_shards > 1 with webhooks enabled).
-func forEachUnshardedBackend(t *testing.T, f func(t *testing.T, b backend)) {
-	for _, b := range backends() {
-		t.Run(b.Name, func(t *testing.T) { f(t, b) })
-	}
-}
-
 // key is the Redis key "<prefix>:<tag>:<rest>" where tag is the hash tag of
 // the shard that holds request id of tenant.
 func (f *fixture) key(tenant, id, rest string) string {
