@@ -105,6 +105,10 @@ func TestServeMetricsAndAccessLog(t *testing.T) {
 		}
 	}
 
+	// a call's access line is written after its answer: the last scrape's may lag
+	for deadline := time.Now().Add(2 * time.Second); !strings.Contains(logs.String(), `"route":"/metrics"`) && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	var access []map[string]any
 	sc := bufio.NewScanner(strings.NewReader(logs.String()))
 	for sc.Scan() {
