@@ -218,8 +218,20 @@ func (s *Server) authenticate(need domain.Scopes, pollToken bool, limit RateLimi
 			if err := s.countCall(c, limit, p, need, scope); err != nil {
 				return err
 			}
+			return c.Next()
 		}
-		return c.Next()
+		err = c.Next()
+		if err != nil && s.limit != nil && len(c.Response().Header.Peek(rateLimitHeaders[0])) == 0 &&
+			domain.ErrorCode(err) != domain.BackendUnavailable {
+			// Refused before the store counted it (a bad body, query or id, or a
+			// refusal the script makes before its rate gate): counted here, on the
+			// same counters, so that it carries RateLimit-* as every authenticated
+			// answer does (spec §5) and a storm of bad calls meets the limits too.
+			if cerr := s.countCall(c, s.limit, p, need, scope); cerr != nil && domain.ErrorCode(cerr) == domain.RateLimited {
+				return cerr
+			}
+		}
+		return err
 	}
 }
 

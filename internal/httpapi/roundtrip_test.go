@@ -242,3 +242,43 @@ func TestListingCountedByTheScript(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedBeforeTheStoreIsCounted: with every limit counted by the
+// scripts, a call refused before the store is reached (a bad body, a bad
+// query, a malformed id) is counted by the middleware's limiter instead, so
+// that its answer carries RateLimit-* as every authenticated answer does
+// (spec §5), and over the limit it is 429.
+func TestRefusedBeforeTheStoreIsCounted(t *testing.T) {
+	minute := func(n int64) ratelimit.Rate { return ratelimit.Rate{Limit: n, Period: time.Minute} }
+	e, lim := envWithRates(t, &ratelimit.Rates{Read: minute(100), Write: minute(100), Admin: minute(100), Tenant: minute(1000)})
+	lim.left = 3
+	for _, c := range []struct {
+		method, path, body, key, scope string
+		code                           int
+		limit                          string // RateLimit-Limit; none on a 404 (spec §2: every "not visible" 404 looks alike)
+	}{
+		{"POST", "/v1/requests", `{"type":`, "acme-rw", "write", 400, "2"},
+		{"GET", "/v1/requests?limit=abc", "", "acme-r", "read", 400, "2"},
+		{"GET", "/v1/requests/not-an-id", "", "acme-r", "read", 404, ""},
+	} {
+		n := len(lim.calls)
+		r := e.call(c.method, c.path, c.body, e.as(c.key)...)
+		if r.code != c.code || r.h.Get("RateLimit-Limit") != c.limit {
+			t.Fatalf("%s %s: %d %v", c.method, c.path, r.code, r.h)
+		}
+		if len(lim.calls) != n+1 || !strings.HasSuffix(lim.calls[n], "/"+c.scope) {
+			t.Fatalf("%s %s counted as %v", c.method, c.path, lim.calls[n:])
+		}
+	}
+	// the limiter's budget is spent: the next bad call is turned away as over the limit
+	r := e.call("POST", "/v1/requests", `{"type":`, e.as("acme-rw")...)
+	wantProblem(t, r, 429, "RATE_LIMITED")
+	// a call the store counted does not reach the limiter
+	n := len(lim.calls)
+	if r := e.call("POST", "/v1/requests", `{"type":"x"}`, e.as("acme-rw")...); r.code != 202 || r.h.Get("RateLimit-Limit") != "100" {
+		t.Fatalf("create: %d %v", r.code, r.h)
+	}
+	if len(lim.calls) != n {
+		t.Fatalf("a store-counted create reached the limiter: %v", lim.calls[n:])
+	}
+}

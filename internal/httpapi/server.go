@@ -60,7 +60,9 @@ type Authenticator interface {
 }
 
 // RateLimiter counts the authenticated calls the store does not count itself
-// (Requests.CountsRateLimits); nil disables that. *ratelimit.Limiter is one.
+// (Requests.CountsRateLimits), and those of the routes it counts that were
+// refused before their script counted them (authenticate); nil disables that.
+// *ratelimit.Limiter is one.
 // Allow may let a call through uncounted when its store fails (fail open); the
 // read routes use it. Count answers the error instead; the write and admin
 // routes use it and answer 503, so that no write passes uncounted.
