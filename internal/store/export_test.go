@@ -28,6 +28,10 @@ func Remark(id string, shard int) string {
 	return u.String()
 }
 
+// StaleShardGroups makes s group the shards of its listings as groups says,
+// as a slot map gone stale would.
+func StaleShardGroups(s *Store, groups func(shards int) [][]int) { s.staleGroups = groups }
+
 // ShardOf is the shard id names.
 func ShardOf(id string) int { return shardOf(id) }
 

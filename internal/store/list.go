@@ -87,6 +87,7 @@ func (s *Store) list(ctx context.Context, tenant string, f domain.ListFilter, al
 	// summary; S > 1 is only set once every replica runs this version
 	// (docs/operations.md), so it is used there. One shard reads as before.
 	lazy := len(tags) > 1 && f.Type == ""
+	groups := s.shardGroups(ctx, tags)
 	page := &domain.ListPage{Items: make([]*domain.Request, 0, limit)}
 	more := false
 	for round := 0; round < listRounds && len(page.Items) < limit; round++ {
@@ -100,19 +101,19 @@ func (s *Store) list(ctx context.Context, tenant string, f domain.ListFilter, al
 			maxScore = strconv.FormatInt(top, 10)
 		}
 		want := limit - len(page.Items)
-		ask := shardAsk(want, len(tags), round)
-		calls := make([]scriptCall, len(tags))
-		for i, tag := range tags {
-			calls[i] = s.listCall(tag, letters, f.Type, maxScore, minScore, cID, ask, lazy)
+		replies, err := s.runList(ctx, s.listCalls(groups, len(tags), round, tags, letters, f.Type, maxScore, minScore, cID, want, lazy), round == 0, tags[0], f)
+		if err != nil && len(groups) < len(tags) && movedSlot(err) {
+			// a slot moved since the slot map was read: shard by shard
+			groups = singleShards(len(tags))
+			replies, err = s.runList(ctx, s.listCalls(groups, len(tags), round, tags, letters, f.Type, maxScore, minScore, cID, want, lazy), round == 0, tags[0], f)
 		}
-		replies, err := s.runList(ctx, calls, round == 0, tags[0], f)
 		if err != nil {
 			return nil, backend("list requests", err)
 		}
-		// Each shard answered its next ask ids after the position. An id is
-		// safe on the page once it is at least the last id of every shard that
+		// Each call answered its next ask ids after the position. An id is
+		// safe on the page once it is at least the last id of every call that
 		// has more (threshold): no shard holds an unseen id above that. With
-		// ask = want (one shard, or a later round) that keeps at least want ids.
+		// ask = want (one call, or a later round) that keeps at least want ids.
 		var all []listed
 		threshold := ""
 		more = false
@@ -120,7 +121,7 @@ func (s *Store) list(ctx context.Context, tenant string, f domain.ListFilter, al
 			if err := s.outcome("list requests", "", r, codeOK); err != nil {
 				return nil, err
 			}
-			if len(r.rest) < 2 {
+			if len(r.rest) < 2 || len(r.rest)%2 != 0 {
 				return nil, unexpected("list requests", r)
 			}
 			if m, _ := r.rest[0].(int64); m == 1 {
@@ -129,12 +130,13 @@ func (s *Store) list(ctx context.Context, tenant string, f domain.ListFilter, al
 					threshold = last
 				}
 			}
-			for _, v := range r.rest[2:] {
-				id, _ := v.(string)
-				if !validID(id) {
-					return nil, backend("list requests", fmt.Errorf("index entry %q is not a request id", id))
+			for j := 2; j < len(r.rest); j += 2 {
+				id, _ := r.rest[j].(string)
+				n, _ := r.rest[j+1].(int64)
+				if !validID(id) || n < 1 || int(n) > len(groups[i]) {
+					return nil, backend("list requests", fmt.Errorf("index entry %q (shard %d) is not a request id of the call", id, n))
 				}
-				all = append(all, listed{id: id, shard: i})
+				all = append(all, listed{id: id, shard: groups[i][n-1]})
 			}
 		}
 		// ids order as (created_at, id): an entry's score is its id's millisecond
@@ -178,30 +180,100 @@ func (s *Store) list(ctx context.Context, tenant string, f domain.ListFilter, al
 	return page, nil
 }
 
-// listCall is one shard's list.lua call: the ids of its next ask entries below
-// the position (maxScore, cID) that match the filters.
-func (s *Store) listCall(tag, letters, typ, maxScore, minScore, cID string, ask int, lazy bool) scriptCall {
-	heads := ""
+// listCalls are a round's list.lua calls, one per group of shards (of
+// shards in all): the ids of the group's next entries below the position
+// (maxScore, cID) that match the filters, as many as shardAsk says.
+func (s *Store) listCalls(groups [][]int, shards, round int, tags []string, letters, typ, maxScore, minScore, cID string, want int, lazy bool) []scriptCall {
+	plan := ""
 	if lazy {
-		heads = s.k.indexHeads(tag)
+		plan = "1"
 	}
-	return scriptCall{keys: []string{s.k.meta(tag)},
-		args: []any{letters, typ, maxScore, minScore, cID, strconv.Itoa(ask), s.k.indexPrefix(tag), heads}}
+	calls := make([]scriptCall, len(groups))
+	for i, g := range groups {
+		args := make([]any, 0, 8+3*len(g))
+		// ARGV[8], now, is set by runList for the call that counts the listing
+		args = append(args, letters, typ, maxScore, minScore, cID, strconv.Itoa(shardAsk(want, len(g), shards, round)), plan, "")
+		for _, n := range g {
+			args = append(args, s.k.meta(tags[n]), s.k.indexPrefix(tags[n]), s.k.indexHeads(tags[n]))
+		}
+		calls[i] = scriptCall{keys: []string{s.k.meta(tags[g[0]])}, args: args}
+	}
+	return calls
 }
 
-// shardAsk is how many ids each of shards shards is asked for in a round that
-// wants want. A shard holds a random 1/shards of the requests, so the first
-// round of several shards asks each for its even share with room for the
-// spread of that split (twice the share, plus three: for a page of 50 over 16
-// shards, 11 each; about one page in 1,400 finds a shard holding more and
-// takes a second round), so that a shard's work follows the page, not the
-// page times the shards. A round that comes out
-// short (a shard held more) asks for want, as a single shard always does.
-func shardAsk(want, shards, round int) int {
-	if shards <= 1 || round > 0 {
+// shardAsk is how many ids a call reading group of a tenant's shards shards
+// is asked for in a round that wants want. A shard holds a random 1/shards of
+// the requests, so the first round of several calls asks each for its even
+// share with room for the spread of that split (twice the share, plus three:
+// for a page of 50 over 16 shards, 11 of one shard, 37 of six; about one page
+// in 1,400 finds a shard holding more and takes a second round), so that a
+// call's work follows its part of the page, not the page times the calls. A
+// round that comes out short (a call held more) asks for want, as a call
+// holding every shard always does.
+func shardAsk(want, group, shards, round int) int {
+	if group >= shards || round > 0 {
 		return want
 	}
-	return min(want, 2*((want+shards-1)/shards)+3)
+	return min(want, 2*((want*group+shards-1)/shards)+3)
+}
+
+// shardGroups parts a tenant's shards (tags) into the groups one list call
+// reads together: those one server holds. A plain client (single server,
+// Sentinel, the embedded store) holds them all; a Cluster, per master, from
+// its slot map (a slot that moves meanwhile fails the call, and the listing
+// goes on shard by shard: movedSlot); any other client, one per call.
+// Groups come in the order of their first shard, shards ascending in each,
+// so shard 0 leads the first call.
+func (s *Store) shardGroups(ctx context.Context, tags []string) [][]int {
+	if s.staleGroups != nil {
+		return s.staleGroups(len(tags))
+	}
+	switch c := s.rdb.(type) {
+	case *redis.Client:
+		all := make([]int, len(tags))
+		for i := range all {
+			all[i] = i
+		}
+		return [][]int{all}
+	case *redis.ClusterClient:
+		if len(tags) == 1 {
+			return [][]int{{0}}
+		}
+		var groups [][]int
+		at := map[string]int{} // master address -> place in groups
+		for i, tag := range tags {
+			m, err := c.MasterForKey(ctx, s.k.meta(tag))
+			if err != nil {
+				return singleShards(len(tags))
+			}
+			addr := m.Options().Addr
+			g, ok := at[addr]
+			if !ok {
+				g = len(groups)
+				at[addr] = g
+				groups = append(groups, nil)
+			}
+			groups[g] = append(groups[g], i)
+		}
+		return groups
+	}
+	return singleShards(len(tags))
+}
+
+// singleShards is one group per shard.
+func singleShards(n int) [][]int {
+	out := make([][]int, n)
+	for i := range out {
+		out[i] = []int{i}
+	}
+	return out
+}
+
+// movedSlot tells a list call that reached a key of a slot its server no
+// longer serves (the slot moved, or is moving, since the slot map was read).
+func movedSlot(err error) bool {
+	m := err.Error()
+	return strings.Contains(m, "Script attempted to access") || strings.Contains(m, "Unable to execute command")
 }
 
 // listed is an id a shard's index gave, and that shard.

@@ -497,7 +497,7 @@ func (c counters) appendTo(keys []string) []string {
 	return append(keys, c.cred, c.tenant)
 }
 
-// runList runs list.lua's calls, one per shard, for one round of a listing;
+// runList runs list.lua's calls, one per group of shards, for one round of a listing;
 // the first round's first call (first) also counts the listing against
 // f.Credential's read rate limits on the counters under tag (list.lua's
 // header), and f.Rate receives the counted limit. A refused listing is the
@@ -509,7 +509,8 @@ func (s *Store) runList(ctx context.Context, calls []scriptCall, first bool, tag
 	}
 	if rate.cred != "" {
 		c := &calls[0]
-		c.keys, c.args = rate.appendTo(c.keys), append(c.args, ms(s.now()))
+		c.keys = rate.appendTo(c.keys)
+		c.args[7] = ms(s.now())
 	}
 	replies, err := s.runEach(ctx, s.sc.list, calls)
 	if err == nil && rate.cred != "" {

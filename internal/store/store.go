@@ -116,6 +116,10 @@ type Store struct {
 	seenTypes   map[string][]string // each tenant's request types as TenantSummary last saw them (console.go)
 	slotKeys    map[int]string      // a key in each cluster slot Ready has asked about (ready.go)
 
+	// staleGroups, set by tests only, replaces shardGroups' answer: a slot
+	// map that no longer matches the cluster (list.go).
+	staleGroups func(shards int) [][]int
+
 	outboxHook outboxHook // tells an in-process webhook dispatcher about writes (webhooks.go)
 	auditHook  outboxHook // tells an in-process audit drainer about writes (audit.go)
 }

@@ -8,11 +8,12 @@
 -- Plan: a request is in exactly one index, "<ix prefix><status letter>:<type>";
 -- a k-way merge of the indexes of the filter's statuses (all six without one)
 -- and of its type (every type of the tenant without one: the t:<type> fields of
--- the meta hash) yields
+-- each shard's meta hash) yields
 -- exactly the matching ids: nothing is read that the page does not show.
--- Lazy plan (ARGV[8] given, and no type filter: what a sharded tenant's
--- unfiltered or status-filtered page asks of each shard): the index-head
--- summaries ("<ARGV[8]><status letter>", keys.indexHeads, one zset per status)
+-- Lazy plan (ARGV[7] "1", and no type filter: what a sharded tenant's
+-- unfiltered or status-filtered page asks of its shards): the index-head
+-- summaries ("<summary prefix><status letter>", keys.indexHeads, one zset per
+-- shard and status)
 -- hold, per type, a score at least the newest created_at in that (status, type)
 -- index (create.lua and transition.lua raise it with ZADD GT; removals leave it
 -- high). Read newest first, they stream the indexes in the order of their
@@ -25,27 +26,39 @@
 -- summaries are trusted once the meta hash's field lh is "1"; before that (a
 -- shard written by a version without them) this script builds them from every
 -- index's head and sets lh, once per shard.
--- KEYS[1] tenant meta hash
+-- Several shards at once: a call names the shards it reads (ARGV[9..]), all
+-- held by the server it runs on (one server holds every shard; on a Cluster,
+-- the shards of one master: Store.shardGroups), and merges their indexes in
+-- one heap, so that a page costs one call per server, not one per shard. Only
+-- KEYS[1] (the first shard's meta hash) and the rate counters, which share its
+-- slot, are declared: Redis routes the call by them and lets a script without
+-- a shebang line reach keys of other slots of the same node (a slot that has
+-- moved away fails the call, "Script attempted to access a non local key",
+-- and the caller asks shard by shard).
+-- KEYS[1] meta hash of the first shard named in ARGV[9..]
 -- ARGV[1] status letters, e.g. "sf" (all six without a status filter)
 -- ARGV[2] type filter, or "" (every type of the tenant)
 -- ARGV[3] max score: newest created_at (ms) still wanted, inclusive, or "+inf"
 --         (with a cursor: at most the cursor's created_at)
 -- ARGV[4] min score: oldest created_at (ms) still wanted, inclusive, or "-inf"
 -- ARGV[5] cursor id ("" on the first page): resume with ids below it
--- ARGV[6] want: ids to return (>= 1)
--- ARGV[7] index key prefix ("<prefix>:{<tenant>}:ix:"): the indexes are named
---         here, from the types (same hash tag, so this slot)
--- ARGV[8] index-head summary prefix ("<prefix>:{<tenant>}:ixh:", same slot) for
---         the lazy plan (ignored with a type filter), or "": every index of the
---         filter is opened
--- KEYS[2] credential read-rate counter, KEYS[3] tenant rate counter, ARGV[9] now
---         (unix ms): all three optional, given to the first shard's call of a
---         listing only, which then counts it against ratelimit.read and
---         .tenant before anything else is read (rate_gate)
+-- ARGV[6] want: ids to return (>= 1), of all the call's shards together
+-- ARGV[7] "1": the lazy plan (ignored with a type filter); "": every index of
+--         the filter is opened
+-- ARGV[8] now (unix ms), with KEYS[2..3]
+-- ARGV[9 + 3i], ARGV[10 + 3i], ARGV[11 + 3i], for the call's shards i = 0, 1,
+--         ...: the shard's meta hash, its index key prefix
+--         ("<prefix>:{<tag>}:ix:": the indexes are named here, from the types)
+--         and its index-head summary prefix ("<prefix>:{<tag>}:ixh:")
+-- KEYS[2] credential read-rate counter, KEYS[3] tenant rate counter: both
+--         optional, given to the call holding the tenant's shard 0 of a
+--         listing's first round only, which then counts it against
+--         ratelimit.read and .tenant before anything else is read (rate_gate)
 -- Constants: RL_READ_LIMIT, RL_READ_WINDOW (ms, a string), RL_TENANT_LIMIT,
 -- RL_TENANT_WINDOW.
--- Returns {code, more, last_id, id1, id2, ...}, code "0" and, when counted,
--- rate_count's ":<limit>,<remaining>,<reset>;"
+-- Returns {code, more, last_id, id1, shard1, id2, shard2, ...}, code "0" and,
+-- when counted, rate_count's ":<limit>,<remaining>,<reset>;"; shard: the
+-- 1-based place in ARGV[9..] of the shard whose index gave the id
 --   more: 1 when more ids follow (a next page);
 --   last_id: position to resume after ("" when nothing was returned).
 --         | {2} tenant frozen | {"9" .. rate part} rate limited
@@ -56,19 +69,24 @@ local maxs, mins = ARGV[3], ARGV[4]
 local cid = ARGV[5]
 local has_cursor = cid ~= ''
 local want = tonumber(ARGV[6])
-local prefix = ARGV[7]
-local heads = ARGV[8]
-local lazy = heads ~= '' and ARGV[2] == ''
+local lazy = ARGV[7] == '1' and ARGV[2] == ''
 
-local flags = rcall('HMGET', KEYS[1], 'fz', 'lh')
-if flags[1] == '1' then return {2} end
-local ok, rl = rate_gate(2, RL_READ_LIMIT, RL_READ_WINDOW, ARGV[9])
+-- the call's shards: meta hash, index prefix, summary prefix, flags
+local shards = {}
+for i = 9, #ARGV, 3 do
+  local sh = {meta = ARGV[i], prefix = ARGV[i + 1], heads = ARGV[i + 2], n = #shards + 1}
+  local flags = rcall('HMGET', sh.meta, 'fz', 'lh')
+  if flags[1] == '1' then return {2} end
+  sh.built = flags[2] == '1'
+  shards[#shards + 1] = sh
+end
+local ok, rl = rate_gate(2, RL_READ_LIMIT, RL_READ_WINDOW, ARGV[8])
 if not ok then return {'9' .. rl} end
 
--- tenant_types: the types of the meta hash's t:<type> fields
-local function tenant_types()
+-- tenant_types: the types of a meta hash's t:<type> fields
+local function tenant_types(meta)
   local types = {}
-  for _, f in ipairs(rcall('HKEYS', KEYS[1])) do
+  for _, f in ipairs(rcall('HKEYS', meta)) do
     if string.sub(f, 1, 2) == 't:' then types[#types + 1] = string.sub(f, 3) end
   end
   return types
@@ -77,8 +95,8 @@ end
 -- One iterator per opened index, reading it newest first in chunks that start
 -- at first entries and double on every refill (one index usually holds most of
 -- a page; the others then cost a few entries each).
-local function iterator(key, first)
-  return {key = key, buf = {}, i = 1, off = 0, size = first, eof = false}
+local function iterator(key, first, n)
+  return {key = key, buf = {}, i = 1, off = 0, size = first, eof = false, n = n}
 end
 
 local function head(it)
@@ -94,10 +112,11 @@ local function head(it)
   end
 end
 
--- The iterators with a head, in a binary max-heap by head id: a page costs one
--- first read per opened index plus O(log k) per id, not k comparisons per id.
-local heap = {}
-local function up(i)
+-- Binary max-heaps of tables by their field h: the iterators with a head, by
+-- head id (a page costs one first read per opened index plus O(log k) per
+-- id, not k comparisons per id), and the lazy plan's summary streams, by the
+-- bound of their next member.
+local function up(heap, i)
   while i > 1 do
     local p = math.floor(i / 2)
     if heap[p].h >= heap[i].h then return end
@@ -105,7 +124,7 @@ local function up(i)
     i = p
   end
 end
-local function down(i)
+local function down(heap, i)
   local n = #heap
   while true do
     local l, r, m = 2 * i, 2 * i + 1, i
@@ -116,12 +135,20 @@ local function down(i)
     i = m
   end
 end
+-- pop_top drops heap[1] and restores the heap.
+local function pop_top(heap)
+  heap[1] = heap[#heap]
+  heap[#heap] = nil
+  if #heap > 0 then down(heap, 1) end
+end
+
+local heap = {}
 local function push(it)
   local h = head(it)
   if h then
     it.h = h
     heap[#heap + 1] = it
-    up(#heap)
+    up(heap, #heap)
   end
 end
 
@@ -131,25 +158,25 @@ local function id_ms(id)
   return tonumber(string.sub(id, 1, 8) .. string.sub(id, 10, 13), 16)
 end
 
--- The unopened indexes, for the lazy plan: per status of the filter, the
--- summary's types, newest bound first, read in chunks. pending() is the next
--- one of them all (stream, type, bound), nil when none is left.
--- With an upper bound (a cursor, created_before), the indexes whose score is
--- at or above it all have that bound: they are opened at once (below), and the
--- streams start under it.
+-- The unopened indexes, for the lazy plan: per shard and status of the
+-- filter, the summary's types, newest bound first, read in chunks; the
+-- streams with a member left are in streams, a heap by the bound of that
+-- member. With an upper bound (a cursor, created_before), the indexes whose
+-- score is at or above it all have that bound: they are opened at once
+-- (below), and the streams start under it.
 local top = tonumber(maxs) -- nil for +inf
 local below = '+inf'
 if top then below = '(' .. maxs end
 local streams = {}
-for i = 1, #ARGV[1] do
-  local st = string.sub(ARGV[1], i, i)
-  streams[i] = {st = st, key = heads .. st, buf = {}, i = 1, off = 0, size = 8, eof = false}
-end
+-- peek loads sm's next member into sm.t, sm.h (its bound); false when none.
 local function peek(sm)
   while true do
-    local m = sm.buf[sm.i]
-    if m then return m, tonumber(sm.buf[sm.i + 1]) end
-    if sm.eof then return nil end
+    local t = sm.buf[sm.i]
+    if t then
+      sm.t, sm.h = t, tonumber(sm.buf[sm.i + 1])
+      return true
+    end
+    if sm.eof then return false end
     local r = rcall('ZREVRANGEBYSCORE', sm.key, below, mins, 'WITHSCORES', 'LIMIT', sm.off, sm.size)
     sm.off = sm.off + #r / 2
     if #r / 2 < sm.size then sm.eof = true end
@@ -157,24 +184,19 @@ local function peek(sm)
     sm.size = math.min(sm.size * 2, 512)
   end
 end
-local function pending()
-  local best, bt, bb
-  for i = 1, #streams do
-    local t, b = peek(streams[i])
-    if t and (not best or b > bb) then best, bt, bb = streams[i], t, b end
-  end
-  return best, bt, bb
-end
 
--- open_pending opens the next summary member: an iterator on its index, whose
--- first read also shows whether its bound was stale (then, on a first page,
--- the bound is lowered to the real head, or the member dropped: in heals,
--- applied at the end, since the summary is being read by offset meanwhile).
+-- open_pending opens the next summary member of the top stream: an iterator
+-- on its index, whose first read also shows whether its bound was stale
+-- (then, on a first page, the bound is lowered to the real head, or the
+-- member dropped: in heals, applied at the end, since the summary is being
+-- read by offset meanwhile).
 local lazy_first = math.min(want + 1, 4)
 local heals = {}
-local function open_pending(sm, t, bound)
+local function open_pending(sm)
+  local t, bound = sm.t, sm.h
   sm.i = sm.i + 2
-  local it = iterator(prefix .. sm.st .. ':' .. t, lazy_first)
+  if peek(sm) then down(streams, 1) else pop_top(streams) end
+  local it = iterator(sm.prefix .. sm.st .. ':' .. t, lazy_first, sm.n)
   push(it)
   if maxs == '+inf' then
     if it.h then
@@ -190,57 +212,69 @@ end
 -- top: afterwards the top (if any) is the newest id left of every index.
 local fill = function() end
 if lazy then
-  if flags[2] ~= '1' then
-    -- a shard written without the summaries: build them from every index's head
-    local types = tenant_types()
-    for _, st in ipairs({'q', 'p', 's', 'f', 'c', 'e'}) do
-      rcall('DEL', heads .. st)
-      for j = 1, #types do
-        local r = rcall('ZREVRANGE', prefix .. st .. ':' .. types[j], 0, 0, 'WITHSCORES')
-        if r[1] then rcall('ZADD', heads .. st, r[2], types[j]) end
+  local over = {}
+  for _, sh in ipairs(shards) do
+    if not sh.built then
+      -- a shard written without the summaries: build them from every index's head
+      local types = tenant_types(sh.meta)
+      for _, st in ipairs({'q', 'p', 's', 'f', 'c', 'e'}) do
+        rcall('DEL', sh.heads .. st)
+        for j = 1, #types do
+          local r = rcall('ZREVRANGE', sh.prefix .. st .. ':' .. types[j], 0, 0, 'WITHSCORES')
+          if r[1] then rcall('ZADD', sh.heads .. st, r[2], types[j]) end
+        end
+      end
+      -- (a shard with no type yet has nothing to build, and no meta hash to mark)
+      if #types > 0 then rcall('HSET', sh.meta, 'lh', '1') end
+    end
+    for i = 1, #ARGV[1] do
+      local st = string.sub(ARGV[1], i, i)
+      local sm = {st = st, key = sh.heads .. st, prefix = sh.prefix, n = sh.n,
+        buf = {}, i = 1, off = 0, size = 8, eof = false}
+      if top then
+        -- the indexes with an entry at or above the bound may hold any id
+        -- under it: opened now, each first read a fair share of the page (as
+        -- the eager plan does)
+        for _, t in ipairs(rcall('ZRANGEBYSCORE', sm.key, maxs, '+inf')) do
+          over[#over + 1] = {sh.prefix .. st .. ':' .. t, sh.n}
+        end
+      end
+      if peek(sm) then
+        streams[#streams + 1] = sm
+        up(streams, #streams)
       end
     end
-    -- (a shard with no type yet has nothing to build, and no meta hash to mark)
-    if #types > 0 then rcall('HSET', KEYS[1], 'lh', '1') end
   end
-  if top then
-    -- the indexes with an entry at or above the bound may hold any id under
-    -- it: opened now, each first read a fair share of the page (as the eager
-    -- plan does)
-    local over = {}
-    for _, sm in ipairs(streams) do
-      for _, t in ipairs(rcall('ZRANGEBYSCORE', sm.key, maxs, '+inf')) do
-        over[#over + 1] = prefix .. sm.st .. ':' .. t
-      end
-    end
-    local first = want + 1
-    if #over > 1 then first = math.floor(first / #over) + 2 end
-    for _, key in ipairs(over) do push(iterator(key, first)) end
-  end
+  local first = want + 1
+  if #over > 1 then first = math.floor(first / #over) + 2 end
+  for _, o in ipairs(over) do push(iterator(o[1], first, o[2])) end
   fill = function()
     while true do
-      local sm, t, bound = pending()
+      local sm = streams[1]
       if not sm then return end
+      local bound = sm.h
       if top and bound > top then bound = top end
       local it = heap[1]
       if it and bound < id_ms(it.h) then return end
-      open_pending(sm, t, bound)
+      open_pending(sm)
     end
   end
 else
-  local types = {ARGV[2]}
-  if ARGV[2] == '' then types = tenant_types() end
   local drivers = {}
-  for i = 1, #ARGV[1] do
-    local st = string.sub(ARGV[1], i, i)
-    for j = 1, #types do
-      drivers[#drivers + 1] = prefix .. st .. ':' .. types[j]
+  for _, sh in ipairs(shards) do
+    local types = {ARGV[2]}
+    if ARGV[2] == '' then types = tenant_types(sh.meta) end
+    for i = 1, #ARGV[1] do
+      local st = string.sub(ARGV[1], i, i)
+      for j = 1, #types do
+        drivers[#drivers + 1] = {sh.prefix .. st .. ':' .. types[j], sh.n}
+      end
     end
   end
   -- every index opened at once, each first read a fair share of the page
   local first = want + 1
   if #drivers > 1 then first = math.floor(first / #drivers) + 2 end
-  for i = 1, #drivers do push(iterator(drivers[i], first)) end
+  for _, d in ipairs(drivers) do push(iterator(d[1], first, d[2])) end
 end
 
 -- advance moves the top iterator past its head and restores the heap.
@@ -249,11 +283,9 @@ local function advance(it)
   local h = head(it)
   if h then
     it.h = h
-    down(1)
+    down(heap, 1)
   else
-    heap[1] = heap[#heap]
-    heap[#heap] = nil
-    if #heap > 0 then down(1) end
+    pop_top(heap)
   end
 end
 
@@ -272,9 +304,11 @@ while true do
       out[2] = 1
       break
     end
+    local n = it.n
     advance(it)
     found = found + 1
     out[#out + 1] = id
+    out[#out + 1] = n
     out[3] = id
   end
 end
