@@ -56,23 +56,34 @@ type Redis struct {
 	// TenantShards spreads each tenant's requests over that many hash tags, so
 	// that one tenant uses every master of a Cluster (store.Options.TenantShards,
 	// docs/operations.md, One tenant across the cluster): 1..256, may be raised
-	// later, never lowered; 0 is 1. Not raised by default, not even on a
-	// Cluster: a replica of an older version beside S > 1 answers 404 for the
-	// requests in the new shards, and a listing page costs S list scripts. An
-	// operator turns it on (RecommendedClusterShards) once every replica runs
-	// this version. default: 0.
+	// later, never lowered. 0 (the default) is DefaultClusterShards on a
+	// Cluster and 1 elsewhere, where there is one server and shards only make
+	// listings dearer. A Cluster deployment upgrading from a version before
+	// shards sets 1 until every replica runs this version: an older replica
+	// beside S > 1 answers 404 for the requests in the new shards.
 	TenantShards int `yaml:"tenant_shards"`
 }
 
-// RecommendedClusterShards is what docs/operations.md advises for a Cluster
-// of 3 masters whose largest tenant needs more than one: 16 shards put
-// 37.5% / 31% / 31% of one tenant's commands on each master (measured:
-// 36.8-38.8% on the busiest), where 32 would even it out further but double
-// the cost of a listing page.
-const RecommendedClusterShards = 16
+// DefaultClusterShards is redis.tenant_shards on a Cluster when it is not
+// set (docs/operations.md, One tenant across the cluster): 16 shards put
+// 6/5/5 of them on 3 masters, 4 each on 4 (measured on 3: 36.8-38.8% of one
+// tenant's commands on the busiest master), and a listing page costs one call
+// per master whatever S is; 32 evens 3 masters further (34-36.5%) but doubles
+// the summaries a page reads and the indexes a page deep in the listing
+// probes.
+const DefaultClusterShards = 16
 
-// Shards is redis.tenant_shards with 0 resolved to 1.
-func (r Redis) Shards() int { return max(r.TenantShards, 1) }
+// Shards is redis.tenant_shards with 0 resolved: DefaultClusterShards on a
+// Cluster, 1 elsewhere.
+func (r Redis) Shards() int {
+	if r.TenantShards > 0 {
+		return r.TenantShards
+	}
+	if len(r.ClusterAddrs) > 0 {
+		return DefaultClusterShards
+	}
+	return 1
+}
 
 // HTTP is the listener.
 type HTTP struct {

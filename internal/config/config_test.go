@@ -515,8 +515,8 @@ func TestRequirePollTokenSecret(t *testing.T) {
 	}
 }
 
-// redis.tenant_shards is 1 unless set, on a Cluster too (an older replica
-// beside more shards would not find their requests), and what is set.
+// redis.tenant_shards, when not set, spreads on a Cluster and is 1
+// elsewhere; what is set wins, 1 on a Cluster too (an upgrade's rollout).
 func TestTenantShards(t *testing.T) {
 	c := Defaults()
 	if c.Redis.TenantShards != 0 || c.Redis.Shards() != 1 {
@@ -526,13 +526,21 @@ func TestTenantShards(t *testing.T) {
 	if c.Redis.Shards() != 1 {
 		t.Fatalf("single Redis: %d", c.Redis.Shards())
 	}
-	c.Redis.URL, c.Redis.ClusterAddrs = "", []string{"a:1", "b:2"}
+	c.Redis.SentinelMaster, c.Redis.URL = "mymaster", ""
 	if c.Redis.Shards() != 1 {
-		t.Fatalf("cluster, not set: %d", c.Redis.Shards())
+		t.Fatalf("Sentinel: %d", c.Redis.Shards())
 	}
-	c.Redis.TenantShards = RecommendedClusterShards
+	c.Redis.SentinelMaster, c.Redis.ClusterAddrs = "", []string{"a:1", "b:2"}
 	if c.Redis.Shards() != 16 {
-		t.Fatalf("cluster with 16 set: %d", c.Redis.Shards())
+		t.Fatalf("cluster, not set: %d, want 16", c.Redis.Shards())
+	}
+	c.Redis.TenantShards = 1
+	if c.Redis.Shards() != 1 {
+		t.Fatalf("cluster with 1 set: %d", c.Redis.Shards())
+	}
+	c.Redis.TenantShards = 32
+	if c.Redis.Shards() != 32 {
+		t.Fatalf("cluster with 32 set: %d", c.Redis.Shards())
 	}
 }
 

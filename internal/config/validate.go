@@ -147,7 +147,7 @@ func (r *Redis) validate(p *problems) {
 	}
 	// 256: a shard index is one byte of a request id (store.MaxTenantShards)
 	if r.TenantShards < 0 || r.TenantShards > 256 {
-		p.add("redis.tenant_shards", "must be 0 (one shard) or 1..256, got %d", r.TenantShards)
+		p.add("redis.tenant_shards", "must be 0 (the default: 16 on a Cluster, else 1) or 1..256, got %d", r.TenantShards)
 	}
 	p.positive("redis.op_timeout", r.OpTimeout)
 	if r.PoolSize < 0 {
