@@ -276,3 +276,115 @@ func BenchmarkShardedMemory(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkShardedThroughput is poll and create throughput through one store
+// (one replica), S = 16 against S = 1, on the real redis-server and on the
+// local Cluster, with the script calls autopipelined as serve makes them.
+// Each S runs three times, alternating, in one run, so that the machine's
+// drift shows beside the difference. On the single server every shard is on
+// the one server: what is measured is what sharding costs the request path
+// itself. On the Cluster S = 16 spreads over three masters that share this
+// machine's two cores with the client: what it gains there needs masters
+// with cores of their own, so the benchmark also reports the CPU each master's
+// main thread spent per op (INFO cpu): one core divided by the busiest
+// master's share is what one tenant's load can reach on masters that do not
+// share cores.
+//
+//	go test -run '^$' -bench BenchmarkShardedThroughput -benchtime 20000x ./internal/store/
+func BenchmarkShardedThroughput(b *testing.B) {
+	in, _, _ := loadReference(b)
+	for _, backend := range []string{"redis", "cluster"} {
+		for _, op := range []string{"poll", "create"} {
+			for round := range 3 {
+				for _, shards := range []int{1, 16} {
+					b.Run(fmt.Sprintf("%s/%s/S=%d/round=%d", backend, op, shards, round+1), func(b *testing.B) {
+						var rdb redis.UniversalClient
+						if backend == "redis" {
+							rdb = redis.NewClient(&redis.Options{Addr: testenv.Redis(b), PoolSize: 64})
+						} else {
+							rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: testenv.Cluster(b), PoolSize: 64})
+						}
+						b.Cleanup(func() { rdb.Close() })
+						s, err := store.New(rdb, store.Options{Prefix: testenv.Isolate(b), Retention: time.Hour,
+							AutoPipeline: true, TenantShards: shards})
+						if err != nil {
+							b.Fatal(err)
+						}
+						if err := s.Ready(ctx); err != nil {
+							b.Fatal(err)
+						}
+						var ids []string
+						if op == "poll" {
+							for range 1000 {
+								r, _, err := s.Create(ctx, domain.CreateParams{Tenant: "bench", CreatedBy: "key_b", Input: in})
+								if err != nil {
+									b.Fatal(err)
+								}
+								ids = append(ids, r.ID)
+							}
+						}
+						var next sync.Mutex
+						i := 0
+						cpu0 := serverCPU(b, rdb)
+						b.SetParallelism(4)
+						b.ResetTimer()
+						b.RunParallel(func(pb *testing.PB) {
+							for pb.Next() {
+								var err error
+								if op == "poll" {
+									next.Lock()
+									id := ids[i%len(ids)]
+									i++
+									next.Unlock()
+									_, err = s.Poll(ctx, domain.PollParams{Tenant: "bench", ID: id})
+								} else {
+									_, _, err = s.Create(ctx, domain.CreateParams{Tenant: "bench", CreatedBy: "key_b", Input: in})
+								}
+								if err != nil {
+									b.Error(err)
+									return
+								}
+							}
+						})
+						b.StopTimer()
+						b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+						var sum, busiest float64
+						for addr, c := range serverCPU(b, rdb) {
+							d := (c - cpu0[addr]) / float64(b.N)
+							sum += d
+							busiest = max(busiest, d)
+						}
+						b.ReportMetric(sum, "redis-cpu-µs/op")
+						b.ReportMetric(busiest, "busiest-cpu-µs/op")
+					})
+				}
+			}
+		}
+	}
+}
+
+// serverCPU is the main-thread CPU time, in µs, of the server of rdb, or of
+// each master of a Cluster, by address (redisCPU).
+func serverCPU(b *testing.B, rdb redis.UniversalClient) map[string]float64 {
+	out := map[string]float64{}
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		// (each master asked from the benchmark's goroutine: redisCPU may Fatal)
+		var masters []*redis.Client
+		var mu sync.Mutex
+		if err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
+			masters = append(masters, c)
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range masters {
+			out[c.Options().Addr] = redisCPU(b, c)
+		}
+		return out
+	}
+	c := rdb.(*redis.Client)
+	out[c.Options().Addr] = redisCPU(b, c)
+	return out
+}
