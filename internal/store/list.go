@@ -203,18 +203,22 @@ func (s *Store) listCalls(groups [][]int, shards, round int, tags []string, lett
 
 // shardAsk is how many ids a call reading group of a tenant's shards shards
 // is asked for in a round that wants want. A shard holds a random 1/shards of
-// the requests, so the first round of several calls asks each for its even
-// share with room for the spread of that split (twice the share, plus three:
-// for a page of 50 over 16 shards, 11 of one shard, 37 of six; about one page
-// in 1,400 finds a shard holding more and takes a second round), so that a
-// call's work follows its part of the page, not the page times the calls. A
-// round that comes out short (a call held more) asks for want, as a call
-// holding every shard always does.
+// the requests, so how many of the page's next want ids a call holds is
+// binomial (want, group/shards): the first round of several calls asks each
+// for that mean plus three standard deviations, plus one (for a page of 50
+// over 16 shards: 10 of one shard, 27 of five, 31 of six), so that a call's
+// work follows its part of the page, not the page times the calls. A call
+// holding more (one page in 1,600 over three masters, one in 300 shard by
+// shard, from the binomial tails) makes the round
+// short; the next round asks every call for want, as a call holding every
+// shard always is.
 func shardAsk(want, group, shards, round int) int {
 	if group >= shards || round > 0 {
 		return want
 	}
-	return min(want, 2*((want*group+shards-1)/shards)+3)
+	p := float64(group) / float64(shards)
+	mean := float64(want) * p
+	return min(want, int(math.Ceil(mean+3*math.Sqrt(mean*(1-p))))+1)
 }
 
 // shardGroups parts a tenant's shards (tags) into the groups one list call

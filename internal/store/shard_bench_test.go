@@ -129,7 +129,7 @@ func BenchmarkShardedMasterShare(b *testing.B) {
 }
 
 // BenchmarkShardedList measures one page of 50 of a tenant of 100k requests
-// with 1 and 16 shards on the real redis-server (every shard on one server:
+// with 1 and 16 shards (and 32 on the Cluster) on the real redis-server (every shard on one server:
 // the worst case, where a page costs the server 16 list scripts) and on the
 // local Cluster (each master runs its shards' scripts in parallel), and
 // reports p50 and p99 page latency: the first page unfiltered and by status,
@@ -141,7 +141,11 @@ func BenchmarkShardedMasterShare(b *testing.B) {
 func BenchmarkShardedList(b *testing.B) {
 	const n = 100_000
 	for _, backend := range []string{"redis", "cluster"} {
-		for _, shards := range []int{1, 16} {
+		shardCounts := []int{1, 16}
+		if backend == "cluster" {
+			shardCounts = append(shardCounts, 32) // the other choice of default (config.DefaultClusterShards)
+		}
+		for _, shards := range shardCounts {
 			b.Run(fmt.Sprintf("%s/S=%d", backend, shards), func(b *testing.B) {
 				var rdb redis.UniversalClient
 				if backend == "redis" {
