@@ -17,7 +17,7 @@ func TenantTags(s *Store, tenant string) []string { return s.tenantTags(tenant) 
 
 // CreateShard is the shard a create with Idempotency-Key key goes to.
 func CreateShard(s *Store, key string) int {
-	return s.newShard(idemDigest("create", "", domain.IdempotencyKey(key)))
+	return s.newShard(context.Background(), "t", idemDigest("create", "", domain.IdempotencyKey(key)))
 }
 
 // Remark is id with its last four bytes made the mark of shard (its time and

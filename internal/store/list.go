@@ -192,7 +192,7 @@ func (s *Store) listCalls(groups [][]int, shards, round int, tags []string, lett
 	for i, g := range groups {
 		args := make([]any, 0, 8+3*len(g))
 		// ARGV[8], now, is set by runList for the call that counts the listing
-		args = append(args, letters, typ, maxScore, minScore, cID, strconv.Itoa(shardAsk(want, len(g), shards, round)), plan, "")
+		args = append(args, letters, typ, maxScore, minScore, cID, strconv.Itoa(shardAsk(want, len(g), shards, len(groups), round)), plan, "")
 		for _, n := range g {
 			args = append(args, s.k.meta(tags[n]), s.k.indexPrefix(tags[n]), s.k.indexHeads(tags[n]))
 		}
@@ -202,21 +202,23 @@ func (s *Store) listCalls(groups [][]int, shards, round int, tags []string, lett
 }
 
 // shardAsk is how many ids a call reading group of a tenant's shards shards
-// is asked for in a round that wants want. A shard holds a random 1/shards of
-// the requests, so how many of the page's next want ids a call holds is
-// binomial (want, group/shards): the first round of several calls asks each
-// for that mean plus three standard deviations, plus one (for a page of 50
-// over 16 shards: 10 of one shard, 27 of five, 31 of six), so that a call's
-// work follows its part of the page, not the page times the calls. A call
-// holding more (one page in 1,600 over three masters, one in 300 shard by
-// shard, from the binomial tails) makes the round
-// short; the next round asks every call for want, as a call holding every
-// shard always is.
-func shardAsk(want, group, shards, round int) int {
+// is asked for in a round of calls calls that wants want. A request is in a
+// shard drawn at random (by its Idempotency-Key's digest: any shard evenly;
+// without one, on a Cluster: a master evenly, then one of its shards), so
+// how many of the page's next want ids a call holds is about binomial (want,
+// p), p the larger of group/shards and 1/calls: the first round of several
+// calls asks each for that mean plus three standard deviations, plus one (for
+// a page of 50 over 16 shards: 10 of one shard, 31 of a third of them), so
+// that a call's work follows its part of the page, not the page times the
+// calls. A call holding more (one page in 1,600 over three masters, one in
+// 300 shard by shard, from the binomial tails) makes the round short; the
+// next round asks every call for want, as a call holding every shard always
+// is.
+func shardAsk(want, group, shards, calls, round int) int {
 	if group >= shards || round > 0 {
 		return want
 	}
-	p := float64(group) / float64(shards)
+	p := max(float64(group)/float64(shards), 1/float64(calls))
 	mean := float64(want) * p
 	return min(want, int(math.Ceil(mean+3*math.Sqrt(mean*(1-p))))+1)
 }

@@ -1,14 +1,17 @@
 package store
 
 import (
+	"context"
 	"hash/crc32"
 	"math/bits"
 	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 )
 
 // Tenant shards (docs/design.md, Tenant shards). A tenant's request keys are
@@ -150,10 +153,13 @@ func (s *Store) tenantTags(tenant string) []string {
 	return out
 }
 
-// newShard picks the shard of a new request: the Idempotency-Key's (digest is
-// the key's hash), so that racing creates with one key meet in one slot; else
-// any, evenly.
-func (s *Store) newShard(digest []byte) int {
+// newShard picks the shard of a new request of tenant: the Idempotency-Key's
+// (digest is the key's hash), so that racing creates with one key meet in one
+// slot whatever each replica knows of the Cluster; else, on a Cluster, a
+// master drawn evenly and then one of its shards, so that each master takes
+// an even share of the tenant's new requests even where S does not divide
+// among the masters (16 shards sit 6/5/5 on 3); elsewhere any shard, evenly.
+func (s *Store) newShard(ctx context.Context, tenant string, digest []byte) int {
 	n := s.opts.TenantShards
 	if n <= 1 {
 		return 0
@@ -161,7 +167,46 @@ func (s *Store) newShard(digest []byte) int {
 	if len(digest) >= 4 {
 		return int(uint32(digest[0])<<24|uint32(digest[1])<<16|uint32(digest[2])<<8|uint32(digest[3])) % n
 	}
+	if _, ok := s.rdb.(*redis.ClusterClient); ok {
+		groups := s.spread.of(ctx, s, tenant)
+		g := groups[rand.IntN(len(groups))]
+		return g[rand.IntN(len(g))]
+	}
 	return rand.IntN(n)
+}
+
+// shardSpread remembers, per tenant, its shards grouped by the master that
+// holds them (shardGroups), for newShard: read again after spreadTTL, since a
+// Cluster's slots may move. A stale grouping only evens the load less well:
+// the shard a request was given is in its id, wherever its slot goes.
+type shardSpread struct {
+	mu sync.Mutex
+	m  map[string]spread
+}
+
+type spread struct {
+	groups [][]int
+	at     time.Time
+}
+
+const spreadTTL = 10 * time.Second
+
+func (t *shardSpread) of(ctx context.Context, s *Store, tenant string) [][]int {
+	now := s.now()
+	t.mu.Lock()
+	sp, ok := t.m[tenant]
+	t.mu.Unlock()
+	if d := now.Sub(sp.at); ok && d >= 0 && d < spreadTTL {
+		return sp.groups
+	}
+	sp = spread{groups: s.shardGroups(ctx, s.tenantTags(tenant)), at: now}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil || len(t.m) >= shardTagCap {
+		t.m = map[string]spread{}
+	}
+	t.m[tenant] = sp
+	return sp.groups
 }
 
 // tagOf is the hash tag "{<name>}" of a shard's name: the tenant itself for its

@@ -73,6 +73,53 @@ func TestShardedTenantSpreadsOverEveryMaster(t *testing.T) {
 	}
 }
 
+// Requests created without an Idempotency-Key take an even share of every
+// master even where the shards do not divide among the masters: with 4 shards
+// on 3 masters, one master holds two of them and would take half of the
+// requests if shards were drawn evenly; a third is wanted. Elsewhere (one
+// server) every shard takes an even share. Keyed creates keep their key's
+// shard (TestIdempotentCreate: racing creates with one key meet).
+func TestUnkeyedCreatesSpreadEvenlyOverMasters(t *testing.T) {
+	forEachShardedBackend(t, func(t *testing.T, b backend) {
+		f := newFixture(t, b, nil)
+		const n = 900
+		byShard := map[int]int{}
+		for range n {
+			byShard[store.ShardOf(f.mustCreate(t, "acme", "x").ID)]++
+		}
+		cc, cluster := f.rdb.(*redis.ClusterClient)
+		if !cluster {
+			for sh := range f.shards {
+				// n/S = 225 each, standard deviation 13: 4.5 of them either way
+				if c := byShard[sh]; c < 165 || c > 285 {
+					t.Fatalf("shard %d took %d of %d creates (%v), want about %d", sh, c, n, byShard, n/f.shards)
+				}
+			}
+			return
+		}
+		byMaster := map[string]int{}
+		shardsOn := map[string]int{}
+		for sh, tag := range store.TenantTags(f.s, "acme") {
+			m, err := cc.MasterForKey(ctx, f.prefix+":"+tag+":m")
+			if err != nil {
+				t.Fatal(err)
+			}
+			byMaster[m.Options().Addr] += byShard[sh]
+			shardsOn[m.Options().Addr]++
+		}
+		if len(byMaster) != 3 {
+			t.Fatalf("shards on %d masters (%v), want 3", len(byMaster), shardsOn)
+		}
+		for addr, c := range byMaster {
+			// n/3 = 300 each, standard deviation 14: 4.3 of them either way (a
+			// master of 2 shards of 4 drawn shard by shard would take 450)
+			if c < 240 || c > 360 {
+				t.Fatalf("master %s (%d shards) took %d of %d creates (%v), want about %d", addr, shardsOn[addr], c, n, byMaster, n/3)
+			}
+		}
+	})
+}
+
 // A poll of a request in any shard is one command in one round trip: the id
 // names its shard.
 func TestShardedPollIsOneRoundTrip(t *testing.T) {

@@ -108,8 +108,10 @@ type Store struct {
 	ap   *redis.AutoPipeliner
 	k    keys
 	tags *shardTags
-	opts Options
-	sc   scripts
+	// spread is newShard's memory of which master holds which shard (shard.go).
+	spread *shardSpread
+	opts   Options
+	sc     scripts
 
 	mu          sync.Mutex
 	knownTenant map[string]bool     // tenants already added to the registry by this process
@@ -164,7 +166,7 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 		r := *o.RateLimits
 		o.RateLimits = &r
 	}
-	s := &Store{rdb: rdb, k: keys{prefix: o.Prefix}, tags: &shardTags{}, opts: o, knownTenant: map[string]bool{},
+	s := &Store{rdb: rdb, k: keys{prefix: o.Prefix}, tags: &shardTags{}, spread: &shardSpread{}, opts: o, knownTenant: map[string]bool{},
 		seenTypes: map[string][]string{}}
 	millis := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 	var err error
@@ -353,7 +355,7 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 	if p.IdemKey != "" {
 		digest = idemDigest("create", "", p.IdemKey)
 	}
-	shard := s.newShard(digest)
+	shard := s.newShard(ctx, p.Tenant, digest)
 	tag := s.tag(p.Tenant, shard)
 	for attempt := 0; attempt < 2; attempt++ {
 		u, err := uuid.NewV7()
