@@ -198,6 +198,9 @@ type exchange struct {
 	Req    http.Header // as the client sent it
 	Status int
 	Resp   http.Header
+	// done is closed once Status and Resp are noted: after the client may
+	// already have read the answer.
+	done chan struct{}
 }
 
 func newProxy(t testing.TB, target string) *proxy {
@@ -209,7 +212,7 @@ func newProxy(t testing.TB, target string) *proxy {
 	p := &proxy{rp: httputil.NewSingleHostReverseProxy(u)}
 	p.rp.FlushInterval = -1 // streams pass at once
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		x := &exchange{At: time.Now(), Method: r.Method, Path: r.URL.Path, Req: r.Header.Clone()}
+		x := &exchange{At: time.Now(), Method: r.Method, Path: r.URL.Path, Req: r.Header.Clone(), done: make(chan struct{})}
 		p.mu.Lock()
 		p.log = append(p.log, x)
 		inject := p.inject
@@ -224,6 +227,7 @@ func newProxy(t testing.TB, target string) *proxy {
 		p.mu.Lock()
 		x.Status, x.Resp = rec.status, w.Header().Clone()
 		p.mu.Unlock()
+		close(x.done)
 	}))
 	t.Cleanup(srv.Close)
 	p.URL = srv.URL
@@ -267,12 +271,30 @@ func (p *proxy) setInject(f func(w http.ResponseWriter, r *http.Request) bool) {
 // calls returns the exchanges whose "METHOD path" has this prefix.
 func (p *proxy) calls(prefix string) []exchange {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	var out []exchange
+	var match []*exchange
 	for _, x := range p.log {
 		if strings.HasPrefix(x.Method+" "+x.Path, prefix) {
-			out = append(out, *x)
+			match = append(match, x)
 		}
+	}
+	p.mu.Unlock()
+	// The client has its answer before the proxy notes it: give the calls
+	// still being noted a moment (a stream still open stays unanswered).
+	grace := time.NewTimer(500 * time.Millisecond)
+	defer grace.Stop()
+wait:
+	for _, x := range match {
+		select {
+		case <-x.done:
+		case <-grace.C:
+			break wait
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]exchange, len(match))
+	for i, x := range match {
+		out[i] = *x
 	}
 	return out
 }
