@@ -65,12 +65,13 @@ type Redis struct {
 }
 
 // DefaultClusterShards is redis.tenant_shards on a Cluster when it is not
-// set (docs/operations.md, One tenant across the cluster): 16 shards put
-// 6/5/5 of them on 3 masters, 4 each on 4 (measured on 3: 36.8-38.8% of one
-// tenant's commands on the busiest master), and a listing page costs one call
-// per master whatever S is; 32 evens 3 masters further (34-36.5%) but doubles
-// the summaries a page reads and the indexes a page deep in the listing
-// probes.
+// set (docs/operations.md, One tenant across the cluster): 16 shards spread
+// over up to 16 masters, sit 6/5/5 on 3 and 4 each on 4; creates without an
+// Idempotency-Key draw a master first, so those even out whatever the split
+// (measured on 3 masters: 34.2-35.2% of one tenant's commands on the
+// busiest), and a listing page costs one call per master whatever S is. 32
+// evens keyed load on 3 masters further but doubles the summaries a page
+// reads and the indexes a page deep in the listing probes.
 const DefaultClusterShards = 16
 
 // Shards is redis.tenant_shards with 0 resolved: DefaultClusterShards on a

@@ -84,28 +84,31 @@ func (s *Store) list(ctx context.Context, tenant string, f domain.ListFilter, al
 	}
 
 	// The lazy plan (list.lua) needs every writer to keep the index-head
-	// summary; S > 1 is only set once every replica runs this version
-	// (docs/operations.md), so it is used there. One shard reads as before.
-	lazy := len(tags) > 1 && f.Type == ""
+	// summary; a deployment runs S > 1 only once every replica runs this
+	// version (a Cluster upgrading pins S = 1 for its rollout:
+	// docs/operations.md), so it is used there. One shard reads as before.
+	q := listQuery{tags: tags, letters: letters, typ: f.Type, minScore: minScore, lazy: len(tags) > 1 && f.Type == ""}
 	groups := s.shardGroups(ctx, tags)
 	page := &domain.ListPage{Items: make([]*domain.Request, 0, limit)}
 	more := false
 	for round := 0; round < listRounds && len(page.Items) < limit; round++ {
-		maxScore, cID := "+inf", ""
+		q.maxScore, q.cID = "+inf", ""
 		top := maxMs
 		if pos != nil {
 			top = min(top, pos.ms)
-			cID = pos.id
+			q.cID = pos.id
 		}
 		if top != math.MaxInt64 {
-			maxScore = strconv.FormatInt(top, 10)
+			q.maxScore = strconv.FormatInt(top, 10)
 		}
 		want := limit - len(page.Items)
-		replies, err := s.runList(ctx, s.listCalls(groups, len(tags), round, tags, letters, f.Type, maxScore, minScore, cID, want, lazy), round == 0, tags[0], f)
+		replies, err := s.runList(ctx, s.listCalls(q, groups, round, want), round == 0, tags[0], f)
 		if err != nil && len(groups) < len(tags) && movedSlot(err) {
-			// a slot moved since the slot map was read: shard by shard
+			// A slot moved since the slot map was read: shard by shard. (When
+			// the call holding shard 0 had succeeded, it counted the listing,
+			// which this round counts again: twice, while a slot moves.)
 			groups = singleShards(len(tags))
-			replies, err = s.runList(ctx, s.listCalls(groups, len(tags), round, tags, letters, f.Type, maxScore, minScore, cID, want, lazy), round == 0, tags[0], f)
+			replies, err = s.runList(ctx, s.listCalls(q, groups, round, want), round == 0, tags[0], f)
 		}
 		if err != nil {
 			return nil, backend("list requests", err)
@@ -180,23 +183,32 @@ func (s *Store) list(ctx context.Context, tenant string, f domain.ListFilter, al
 	return page, nil
 }
 
-// listCalls are a round's list.lua calls, one per group of shards (of
-// shards in all): the ids of the group's next entries below the position
-// (maxScore, cID) that match the filters, as many as shardAsk says.
-func (s *Store) listCalls(groups [][]int, shards, round int, tags []string, letters, typ, maxScore, minScore, cID string, want int, lazy bool) []scriptCall {
+// listQuery is what every list.lua call of a listing is given: the tenant's
+// shard tags, the filters and, per round, the position (maxScore, cID).
+type listQuery struct {
+	tags                                  []string
+	letters, typ, maxScore, minScore, cID string
+	lazy                                  bool
+}
+
+// listCalls are a round's list.lua calls, one per group of shards: the ids
+// of the group's next entries below the position that match the filters, as
+// many of want as shardAsk says.
+func (s *Store) listCalls(q listQuery, groups [][]int, round, want int) []scriptCall {
 	plan := ""
-	if lazy {
+	if q.lazy {
 		plan = "1"
 	}
 	calls := make([]scriptCall, len(groups))
 	for i, g := range groups {
 		args := make([]any, 0, 8+3*len(g))
 		// ARGV[8], now, is set by runList for the call that counts the listing
-		args = append(args, letters, typ, maxScore, minScore, cID, strconv.Itoa(shardAsk(want, len(g), shards, len(groups), round)), plan, "")
+		ask := shardAsk(want, len(g), len(q.tags), len(groups), round)
+		args = append(args, q.letters, q.typ, q.maxScore, q.minScore, q.cID, strconv.Itoa(ask), plan, "")
 		for _, n := range g {
-			args = append(args, s.k.meta(tags[n]), s.k.indexPrefix(tags[n]), s.k.indexHeads(tags[n]))
+			args = append(args, s.k.meta(q.tags[n]), s.k.indexPrefix(q.tags[n]), s.k.indexHeads(q.tags[n]))
 		}
-		calls[i] = scriptCall{keys: []string{s.k.meta(tags[g[0]])}, args: args}
+		calls[i] = scriptCall{keys: []string{s.k.meta(q.tags[g[0]])}, args: args}
 	}
 	return calls
 }

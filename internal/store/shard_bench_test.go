@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -327,8 +328,7 @@ func BenchmarkShardedThroughput(b *testing.B) {
 								ids = append(ids, r.ID)
 							}
 						}
-						var next sync.Mutex
-						i := 0
+						var next atomic.Int64
 						cpu0 := serverCPU(b, rdb)
 						b.SetParallelism(4)
 						b.ResetTimer()
@@ -336,10 +336,7 @@ func BenchmarkShardedThroughput(b *testing.B) {
 							for pb.Next() {
 								var err error
 								if op == "poll" {
-									next.Lock()
-									id := ids[i%len(ids)]
-									i++
-									next.Unlock()
+									id := ids[int(next.Add(1))%len(ids)]
 									_, err = s.Poll(ctx, domain.PollParams{Tenant: "bench", ID: id})
 								} else {
 									_, _, err = s.Create(ctx, domain.CreateParams{Tenant: "bench", CreatedBy: "key_b", Input: in})
