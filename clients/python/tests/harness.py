@@ -251,7 +251,8 @@ class Proxy:
     def _note(self, h: http.server.BaseHTTPRequestHandler, status: int, headers: Dict[str, str],
               answer_headers: Dict[str, str]) -> None:
         with self._lock:
-            self.log.append({"at": time.monotonic(), "method": h.command, "path": h.path, "headers": headers,
+            self.log.append({"at": time.monotonic(), "method": h.command, "path": h.path,
+                             "sent": dict(h.headers.items()), "headers": headers,
                              "status": status, "answer": answer_headers})
 
     def _handle(self, h: http.server.BaseHTTPRequestHandler) -> None:

@@ -59,8 +59,9 @@ class Job:
     sends a heartbeat every ``heartbeat_interval`` seconds, with the latest
     progress. On leaving the block:
 
-    - normally: completes the request with ``job.result`` (a Link,
-      Confirmation, Answer or dict; None: ``Confirmation(True)``);
+    - normally: sends the last progress report if it has not gone out yet,
+      then completes the request with ``job.result`` (a Link, Confirmation,
+      Answer or dict; None: ``Confirmation(True)``);
     - with :class:`JobFailure`: fails it with its code and reason;
     - with another ``Exception``: fails it with ``fail_code``
       (``ERR_JOB_FAILED``) and the exception's message (``Type: message`` when
@@ -179,6 +180,12 @@ class Job:
                 reason = str(exc) or type(exc).__name__
                 self.request = self.client.fail(self.request_id, self.fail_code, truncate(reason))
             else:
+                # A report not sent yet goes out first, so that the final
+                # state shows where the work ended (one call at most).
+                with self._lock:
+                    p, self._pending = self._pending, None
+                if p is not None:
+                    self.request = self.client.heartbeat(self.request_id, *p)
                 self.request = self.client.complete(self.request_id, self.result)
         except AlreadyTerminalError as e:
             raise JobCancelled(e.status, e.code, e.detail, request=e.request, request_id=e.request_id) from exc
@@ -188,7 +195,8 @@ class Job:
 
     def _beat(self) -> None:
         next_beat = time.monotonic() + self.heartbeat_interval
-        last_sent = time.monotonic()
+        # The first progress report goes out at once (marking processing sent none).
+        last_sent = -self.progress_interval
         while not self._stop.is_set():
             with self._lock:
                 pending = self._pending is not None
