@@ -164,8 +164,10 @@ class Serve:
         self._addr = threading.Event()
         self.addr = ""
         self.demo_key: Optional[str] = None
-        threading.Thread(target=self._read, args=(self.proc.stdout, self.stdout), daemon=True).start()
-        threading.Thread(target=self._read, args=(self.proc.stderr, self.stderr), daemon=True).start()
+        self._readers = [threading.Thread(target=self._read, args=(self.proc.stdout, self.stdout), daemon=True),
+                         threading.Thread(target=self._read, args=(self.proc.stderr, self.stderr), daemon=True)]
+        for t in self._readers:
+            t.start()
         if not self._addr.wait(30):
             self.stop()
             raise RuntimeError("serve did not start:\n" + "".join(self.stderr[-20:]))
@@ -201,6 +203,11 @@ class Serve:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        for t in self._readers:
+            t.join(5)
+        for f in (self.proc.stdout, self.proc.stderr):
+            if f is not None:
+                f.close()
 
 
 class Proxy:
