@@ -16,7 +16,7 @@ import threading
 import time
 import urllib.parse
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Type, Union
 
 from .errors import (
     AlreadyTerminalError,
@@ -37,13 +37,16 @@ from .models import (
     result_body,
 )
 
+if TYPE_CHECKING:  # pragma: no cover
+    from .job import Job
+
 __all__ = ["Client", "RetryPolicy", "WaitTimeout", "DEFAULT_USER_AGENT"]
 
 DEFAULT_USER_AGENT = "asyncstatus-python-client/1"
 
 # Errors of the connection itself (refused, reset, cut, timed out): retried
 # where a 503 would be.
-TRANSPORT_ERRORS: Tuple[type, ...] = (OSError, http.client.HTTPException)
+TRANSPORT_ERRORS: Tuple[Type[BaseException], ...] = (OSError, http.client.HTTPException)
 
 # An ETag that matches no state (versions start at 1): a first long poll with
 # it answers at once with the current state instead of waiting for a change.
@@ -84,7 +87,7 @@ class RetryPolicy:
 
     def backoff(self, n: int, retry_after: Optional[float] = None) -> float:
         """The jittered wait before retry number n (1 for the first)."""
-        d = min(self.min_backoff * (2 ** max(0, n - 1)), self.max_backoff)
+        d = min(self.min_backoff * 2.0 ** max(0, n - 1), self.max_backoff)
         d = d / 2 + random.uniform(0, d / 2)
         return max(d, _not_sooner(retry_after))
 
@@ -612,21 +615,39 @@ class Client:
         d = self._call("GET", "/v1/requests", query=q).json()
         return Page([Request.from_json(x) for x in d.get("items") or []], d.get("next_cursor") or None)
 
-    def pages(self, **filters: Any) -> Iterator[Page]:
+    def pages(
+        self,
+        *,
+        type: Optional[str] = None,
+        status: Union[str, Iterable[str], None] = None,
+        created_after: Union[_dt.datetime, str, None] = None,
+        created_before: Union[_dt.datetime, str, None] = None,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+    ) -> Iterator[Page]:
         """The pages of a listing (the filters of :meth:`list_page`), following the
         cursors to the last page."""
-        cursor = filters.pop("cursor", None)
         while True:
-            p = self.list_page(cursor=cursor, **filters)
+            p = self.list_page(type=type, status=status, created_after=created_after,
+                               created_before=created_before, limit=limit, cursor=cursor)
             yield p
             if not p.next_cursor:
                 return
             cursor = p.next_cursor
 
-    def list(self, **filters: Any) -> Iterator[Request]:
-        """Every request of a listing, page after page (the filters of
-        :meth:`list_page`; ``limit`` is the page size)."""
-        for p in self.pages(**filters):
+    def list(
+        self,
+        *,
+        type: Optional[str] = None,
+        status: Union[str, Iterable[str], None] = None,
+        created_after: Union[_dt.datetime, str, None] = None,
+        created_before: Union[_dt.datetime, str, None] = None,
+        limit: Optional[int] = None,
+    ) -> Iterator[Request]:
+        """Every request of a listing, newest first, page after page (the filters
+        of :meth:`list_page`; ``limit`` is the page size)."""
+        for p in self.pages(type=type, status=status, created_after=created_after,
+                            created_before=created_before, limit=limit):
             yield from p.items
 
     def events(self, request_id: str) -> List[Event]:

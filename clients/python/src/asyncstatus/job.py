@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Callable, Optional, Type
+from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple, Type
 
 from .errors import AlreadyTerminalError
 from .models import Request, Result
@@ -113,7 +113,7 @@ class Job:
         #: How many heartbeats went out (for logs and tests).
         self.heartbeats = 0
         self._lock = threading.Lock()
-        self._pending: Optional[tuple] = None
+        self._pending: Optional[Tuple[Optional[int], Optional[str]]] = None
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._cancelled: Optional[AlreadyTerminalError] = None
@@ -162,15 +162,15 @@ class Job:
         exc_type: Optional[Type[BaseException]],
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
-    ) -> bool:
+    ) -> None:
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join()
         if exc is not None and not isinstance(exc, Exception):
-            return False  # the worker is stopping: leave the request to a redelivery
+            return  # the worker is stopping: leave the request to a redelivery
         if isinstance(exc, AlreadyTerminalError):
-            return False  # a cancel seen by progress(), or a terminal request
+            return  # a cancel seen by progress(), or a terminal request
         if self._cancelled is not None:
             self.check()
         try:
@@ -189,7 +189,6 @@ class Job:
                 self.request = self.client.complete(self.request_id, self.result)
         except AlreadyTerminalError as e:
             raise JobCancelled(e.status, e.code, e.detail, request=e.request, request_id=e.request_id) from exc
-        return False
 
     # ---- the heartbeat thread ----
 
