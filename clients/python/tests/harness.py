@@ -45,7 +45,11 @@ lifecycle:
 """ % (SHORT_TYPE, int(SHORT_TIMEOUT * 1000))
 
 _tmp = tempfile.mkdtemp(prefix="asyncstatus-pytest-")
+# Every process the tests start, stopped at exit even when a test setup failed
+# half way (registered before the directory's removal, so it runs first).
+_started: List[Any] = []
 atexit.register(lambda: shutil.rmtree(_tmp, ignore_errors=True))
+atexit.register(lambda: [p.stop() for p in list(_started)])
 _bin_lock = threading.Lock()
 _bin: Optional[str] = None
 
@@ -91,6 +95,7 @@ class Redis:
                  "--dir", self.dir],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             if self._ready():
+                _started.append(self)
                 return
             self.stop()
         raise RuntimeError("redis-server did not start")
@@ -168,6 +173,7 @@ class Serve:
                          threading.Thread(target=self._read, args=(self.proc.stderr, self.stderr), daemon=True)]
         for t in self._readers:
             t.start()
+        _started.append(self)
         if not self._addr.wait(30):
             self.stop()
             raise RuntimeError("serve did not start:\n" + "".join(self.stderr[-20:]))

@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import harness
 
-from asyncstatus import Client, RetryPolicy
+from asyncstatus import BackendUnavailableError, Client, RetryPolicy
 
 
 def later(delay: float, fn, *args) -> None:
@@ -81,6 +81,14 @@ class PacingTest(unittest.TestCase):
         for gap, status, ra in gaps[:3]:
             self.assertGreaterEqual(gap, ra, "came back after a %d sooner than its Retry-After" % status)
         self.assertEqual(self.proxy.inject, [])
+
+    def test_wait_gives_up_after_max_errors(self) -> None:
+        cr = admin.create("py.down")
+        self.proxy.inject = [(503, "BACKEND_UNAVAILABLE", 0)] * 3
+        p = Client(self.proxy.url, poll_token=cr.poll_token, retry=RetryPolicy(min_backoff=0.05))
+        with self.assertRaises(BackendUnavailableError):
+            p.wait(cr.id, max_errors=3, timeout=30)
+        self.assertEqual([g["status"] for g in self.proxy.entries("GET", cr.id)], [503, 503, 503])
 
     def test_single_calls_retry_a_503_and_raise_a_429(self) -> None:
         cr = admin.create("py.single")

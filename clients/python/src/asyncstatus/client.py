@@ -713,20 +713,37 @@ class Client:
 
     # ---- jobs ----
 
-    def job(self, request_id: str, **options: Any) -> "Job":
+    def job(
+        self,
+        request_id: str,
+        *,
+        processing_timeout: float = 900.0,
+        heartbeat_interval: Optional[float] = None,
+        progress_interval: float = 1.0,
+        fail_code: str = "ERR_JOB_FAILED",
+    ) -> "Job":
         """A context manager that runs a block as the work of a request: see
         :class:`asyncstatus.Job` for what it does and its options."""
         from .job import Job
 
-        return Job(self, request_id, **options)
+        return Job(self, request_id, processing_timeout=processing_timeout, heartbeat_interval=heartbeat_interval,
+                   progress_interval=progress_interval, fail_code=fail_code)
 
-    def job_task(self, **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def job_task(
+        self,
+        *,
+        processing_timeout: float = 900.0,
+        heartbeat_interval: Optional[float] = None,
+        progress_interval: float = 1.0,
+        fail_code: str = "ERR_JOB_FAILED",
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """A decorator: ``fn(job, *args, **kwargs)`` becomes
         ``wrapper(request_id, *args, **kwargs)``, run inside :meth:`job`, the
         request completed with what fn returns. Options as for :meth:`job`."""
         from .job import job_task
 
-        return job_task(self, **options)
+        return job_task(self, processing_timeout=processing_timeout, heartbeat_interval=heartbeat_interval,
+                        progress_interval=progress_interval, fail_code=fail_code)
 
 
 def _sse_events(res: http.client.HTTPResponse) -> Iterator[Tuple[Optional[str], str, str, Optional[float]]]:
