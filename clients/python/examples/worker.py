@@ -21,8 +21,9 @@ def start_export(account: str) -> asyncstatus.Created:
 
 # Celery: put @app.task above this line. The job helper marks the request
 # processing, heartbeats every quarter of processing_timeout (the service's
-# lifecycle.processing_timeout, 15 min by default), completes it with what the
-# function returns, or fails it with ERR_JOB_FAILED and the exception's message.
+# lifecycle.processing_timeout, 15 min by default) and at least every minute,
+# completes it with what the function returns, or fails it with ERR_JOB_FAILED
+# and the exception's message.
 @client.job_task(processing_timeout=900)
 def export_statement(job: asyncstatus.Job, account: str, pages: int = 10) -> asyncstatus.Link:
     for page in range(1, pages + 1):
