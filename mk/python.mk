@@ -2,7 +2,7 @@
 # (embedded store, and redis-server processes of their own) built here, and
 # install the package into a fresh venv with Debian's /usr/bin/python3.
 # About 40-80 s on two cores, most of it the venv and pip.
-.PHONY: test-python deps-python
+.PHONY: test-python deps-python typecheck-python
 TEST_TARGETS += test-python
 DEPS_TARGETS += deps-python
 
@@ -25,3 +25,10 @@ test-python:
 deps-python:
 	@missing=; for p in $(PYTHON_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then echo "installing$$missing"; apt-get update -qq && $(APT_INSTALL) $$missing; fi
+
+# By hand (not in CI): mypy --strict against Python 3.9, the oldest version the
+# package supports. Debian's mypy: apt-get install mypy.
+typecheck-python:
+	@command -v mypy >/dev/null 2>&1 || { echo 'make typecheck-python: mypy is missing: apt-get install mypy' >&2; exit 1; }
+	cd clients/python/src && mypy --strict --python-version 3.9 -p asyncstatus
+	cd clients/python/examples && MYPYPATH=../src mypy --strict --python-version 3.9 worker.py wait_for_export.py
