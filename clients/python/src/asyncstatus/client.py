@@ -10,16 +10,13 @@ import json
 import math
 import os
 import random
-import socket
 import ssl
-import threading
 import time
 import urllib.parse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Type, Union
 
 from .errors import (
-    AlreadyTerminalError,
     AsyncStatusError,
     PolledTooEarlyError,
     RateLimitedError,
@@ -192,7 +189,6 @@ class Client:
         # Whether the service applied Prefer: wait the last time this client
         # asked (None: unknown); wait() then skips the create's Retry-After.
         self._long_poll: Optional[bool] = None
-        self._lock = threading.Lock()
 
     # ---- the transport ----
 
@@ -255,7 +251,8 @@ class Client:
     ) -> _Answer:
         """One API call, retried as the README says: GET after a transport error or a
         503; POST likewise under one Idempotency-Key; DELETE never."""
-        data = None if body is None else json.dumps(body, separators=(",", ":")).encode("utf-8")
+        # allow_nan=False: the service takes I-JSON only, so NaN fails here, not there.
+        data = None if body is None else json.dumps(body, separators=(",", ":"), allow_nan=False).encode("utf-8")
         headers = dict(kw.pop("headers", None) or {})
         if method == "POST":
             headers["Idempotency-Key"] = idempotency_key or new_idempotency_key()
