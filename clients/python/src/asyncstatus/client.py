@@ -314,6 +314,7 @@ class Client:
         c = Created(**{f: getattr(base, f) for f in base.__dataclass_fields__})
         c.poll_token = str(d.get("poll_token") or "")
         c.location = a.headers.get("Location") or ""
+        c.operation_location = a.headers.get("Operation-Location") or ""
         c.retry_after = _retry_after(a.headers.get("Retry-After"))
         c.etag = a.headers.get("ETag") or '"%d"' % c.version
         return c

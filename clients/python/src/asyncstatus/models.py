@@ -202,11 +202,13 @@ class Request:
 @dataclass
 class Created(Request):
     """The answer to :meth:`Client.create`: the request, its poll token (give it to
-    whoever waits), its absolute ``location`` and the ``retry_after`` the service
-    suggests before the first poll (pass it to :meth:`Client.wait`)."""
+    whoever waits), its absolute ``location``, the ``operation_location`` that
+    Azure-style long-running-operation pollers follow, and the ``retry_after``
+    the service suggests before the first poll (pass it to :meth:`Client.wait`)."""
 
     poll_token: str = field(default="", repr=False)
     location: str = ""
+    operation_location: str = ""
     retry_after: Optional[float] = None
 
 
