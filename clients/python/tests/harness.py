@@ -227,6 +227,7 @@ class Proxy:
         self.upstream = (host, int(port))
         self.strip_prefer = False
         self.inject: List[Tuple[int, str, int]] = []  # (status, code, retry_after) for the next polls
+        self.inject_stream: List[Tuple[int, str, int]] = []  # the same for the next stream connections
         self.lose_next_post = False
         self.cut_stream_after: Optional[int] = None  # events, once
         self.log: List[Dict[str, Any]] = []
@@ -275,8 +276,11 @@ class Proxy:
         if self.strip_prefer:
             headers = {k: v for k, v in headers.items() if k.lower() != "prefer"}
         is_poll = h.command == "GET" and h.path.startswith("/v1/requests/") and h.path.count("/") == 3
+        is_stream = h.command == "GET" and h.path.endswith("/stream")
         with self._lock:
             inject = self.inject.pop(0) if is_poll and self.inject else None
+            if is_stream and self.inject_stream:
+                inject = self.inject_stream.pop(0)
         if inject is not None:
             status, code, ra = inject
             b = json.dumps({"type": "about:blank", "title": code, "status": status, "code": code,

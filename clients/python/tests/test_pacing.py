@@ -124,3 +124,13 @@ class PacingTest(unittest.TestCase):
         self.assertEqual(len(streams), 2)
         self.assertNotIn("Last-Event-ID", streams[0]["headers"])
         self.assertEqual(streams[1]["headers"].get("Last-Event-ID"), "2")
+
+    def test_stream_waits_out_a_429(self) -> None:
+        cr = admin.create("py.stream429")
+        self.proxy.inject_stream = [(429, "RATE_LIMITED", 3)]
+        later(0.5, admin.complete, cr.id)
+        states = list(Client(self.proxy.url, poll_token=cr.poll_token).stream(cr.id))
+        self.assertEqual([s.status for s in states], ["succeeded"])
+        streams = self.proxy.entries("GET", cr.id + "/stream")
+        self.assertEqual([e["status"] for e in streams], [429, 200])
+        self.assertGreaterEqual(streams[1]["at"] - streams[0]["at"], 3.0, "reconnected before the Retry-After")
