@@ -300,6 +300,19 @@ class Suite:
         # Resumed at the terminal version: nothing more to say.
         self.assertEqual(list(self.c.stream(cr.id, last_event_id="4")), [])
 
+    def test_stream_timeout(self) -> None:
+        cr = self.c.create(unique_type("streamtimeout"))
+        seen: List[int] = []
+        t0 = time.monotonic()
+        with self.assertRaises(asyncstatus.WaitTimeout) as e:
+            for r in self.poller(cr).stream(cr.id, timeout=1.5):
+                seen.append(r.version)
+        took = time.monotonic() - t0
+        self.assertGreaterEqual(took, 1.5)
+        self.assertLess(took, 5, "the stream overran its timeout")
+        self.assertEqual(seen, [1])
+        self.assertEqual(e.exception.last.version, 1)
+
     # ---- the job helper ----
 
     def test_job_success(self) -> None:

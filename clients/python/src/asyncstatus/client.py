@@ -10,6 +10,7 @@ import json
 import math
 import os
 import random
+import socket
 import ssl
 import time
 import urllib.parse
@@ -208,8 +209,10 @@ class Client:
         headers: Optional[Dict[str, str]] = None,
         timeout: Optional[float] = None,
         accept: str = "application/json",
-    ) -> Tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
-        """Sends one request; the caller reads the answer and closes the connection."""
+    ) -> Tuple[http.client.HTTPConnection, http.client.HTTPResponse, Optional[socket.socket]]:
+        """Sends one request; the caller reads the answer and closes the connection.
+        The socket is returned too: http.client lets go of it once an answer that
+        ends with the connection has begun, and a stream's reads need its timeout."""
         target = self._prefix + path
         if query:
             target += "?" + urllib.parse.urlencode(query)
@@ -224,13 +227,14 @@ class Client:
         conn = self._connection(self._timeout if timeout is None else timeout)
         try:
             conn.request(method, target, body=body, headers=h)
-            return conn, conn.getresponse()
+            sock = conn.sock
+            return conn, conn.getresponse(), sock
         except BaseException:
             conn.close()
             raise
 
     def _once(self, method: str, path: str, body: Optional[bytes], **kw: Any) -> _Answer:
-        conn, res = self._send(method, path, body=body, **kw)
+        conn, res, _ = self._send(method, path, body=body, **kw)
         try:
             data = res.read(_MAX_ANSWER)
         finally:
@@ -491,6 +495,7 @@ class Client:
         request_id: str,
         *,
         last_event_id: Optional[str] = None,
+        timeout: Optional[float] = None,
         max_backoff: float = 30.0,
         max_errors: int = 10,
     ) -> Iterator[Request]:
@@ -507,8 +512,15 @@ class Client:
         in a row raise the last error; other error answers raise at once.
 
         ``last_event_id`` resumes from a version seen earlier; when it is the
-        terminal version the generator yields nothing.
+        terminal version the generator yields nothing. ``timeout`` (seconds in
+        all; default none) raises :class:`WaitTimeout` with the last state seen,
+        also while the stream is silent between two states.
         """
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def left() -> float:
+            return math.inf if deadline is None else deadline - time.monotonic()
+
         last_id = last_event_id
         reconnect = 2.0
         last: Optional[Request] = None
@@ -525,8 +537,14 @@ class Client:
                 headers = {"Cache-Control": "no-store"}
                 if last_id:
                     headers["Last-Event-ID"] = last_id
-                conn, res = self._send("GET", path, headers=headers, accept="text/event-stream",
-                                       timeout=self._stream_read_timeout)
+                conn, res, sock = self._send("GET", path, headers=headers, accept="text/event-stream",
+                                             timeout=min(self._stream_read_timeout, left()))
+
+                def before_read() -> None:
+                    # Each read may wait for the stream's keep-alive, but never past the deadline.
+                    if sock is not None:
+                        sock.settimeout(max(0.001, min(self._stream_read_timeout, left())))
+
                 if res.status == 204:
                     return
                 if res.status != 200:
@@ -534,7 +552,7 @@ class Client:
                 ct = res.headers.get("Content-Type") or ""
                 if not ct.startswith("text/event-stream"):
                     raise AsyncStatusError(res.status, None, "stream answered %r, not text/event-stream" % ct)
-                for ev_id, ev_type, data, retry in _sse_events(res):
+                for ev_id, ev_type, data, retry in _sse_events(res, before_read):
                     if retry is not None:
                         reconnect = retry
                     if ev_id is None:
@@ -555,6 +573,8 @@ class Client:
                     raise
                 err, retry_after = e, e.retry_after
             except TRANSPORT_ERRORS as e:
+                if left() <= 0:
+                    raise WaitTimeout(request_id, timeout or 0, last) from None
                 err = e
             finally:
                 if conn is not None:
@@ -569,7 +589,9 @@ class Client:
                         raise ConnectionError("asyncstatus: stream of %s ended before its first event" % request_id)
                     raise err
                 delay = max(delay, pace.backoff(errs, retry_after))
-            time.sleep(delay)
+            time.sleep(max(0.0, min(delay, left())))
+            if left() <= 0:
+                raise WaitTimeout(request_id, timeout or 0, last)
 
     def _list_query(
         self,
@@ -744,7 +766,8 @@ class Client:
                         progress_interval=progress_interval, fail_code=fail_code)
 
 
-def _sse_events(res: http.client.HTTPResponse) -> Iterator[Tuple[Optional[str], str, str, Optional[float]]]:
+def _sse_events(res: http.client.HTTPResponse,
+                before_read: Callable[[], None]) -> Iterator[Tuple[Optional[str], str, str, Optional[float]]]:
     """Parses text/event-stream (WHATWG HTML §9.2.6): yields (last event id, event
     type, data, retry seconds) per dispatched event, and (None, "", "", retry)
     for a retry: field met outside an event. Comments and events without data
@@ -754,6 +777,7 @@ def _sse_events(res: http.client.HTTPResponse) -> Iterator[Tuple[Optional[str], 
     event = ""
     first = True
     while True:
+        before_read()
         raw = res.readline(4 << 20)
         if not raw:
             return
