@@ -8,8 +8,9 @@ DEPS_TARGETS += deps-python
 
 # The interpreter of the unit tests: the python3 on PATH (any 3.9 or later).
 PYTHON ?= python3
-# Debian's packages for the venv + pip install test (no package index is reachable).
-PYTHON_DEBS := python3 python3-venv python3-pip python3-setuptools python3-wheel
+# Debian's packages for the venv + pip install test (no package index is reachable),
+# and openssl for the https test's certificate.
+PYTHON_DEBS := python3 python3-venv python3-pip python3-setuptools python3-wheel openssl
 
 test-python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || \

@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -216,14 +217,28 @@ class Serve:
                 f.close()
 
 
+def tls_cert() -> Tuple[str, str]:
+    """A self-signed certificate for 127.0.0.1 (made once with openssl): (cert, key) paths."""
+    cert, key = os.path.join(_tmp, "cert.pem"), os.path.join(_tmp, "key.pem")
+    with _bin_lock:
+        if not os.path.exists(cert):
+            if shutil.which("openssl") is None:
+                raise RuntimeError("openssl is missing: run `make deps` (apt-get install openssl)")
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                            "-keyout", key, "-out", cert], check=True, capture_output=True)
+    return cert, key
+
+
 class Proxy:
     """A reverse proxy in front of a service that notes every call and can
     strip Prefer, answer GETs of a request with injected problems, answer a
     POST with a 503 after forwarding it (a lost answer), and cut a stream
     (a TCP reset) after some events."""
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, tls: bool = False) -> None:
         host, port = upstream.split(":")
+        self.tls = tls
         self.upstream = (host, int(port))
         self.strip_prefer = False
         self.inject: List[Tuple[int, str, int]] = []  # (status, code, retry_after) for the next polls
@@ -248,11 +263,15 @@ class Proxy:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
+        if tls:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*tls_cert())
+            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     @property
     def url(self) -> str:
-        return "http://127.0.0.1:%d" % self.server.server_address[1]
+        return "%s://127.0.0.1:%d" % ("https" if self.tls else "http", self.server.server_address[1])
 
     def close(self) -> None:
         self.server.shutdown()

@@ -3,6 +3,7 @@ stripped), with 429 and 503 answers injected, and with a stream cut."""
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
 import unittest
@@ -134,3 +135,17 @@ class PacingTest(unittest.TestCase):
         streams = self.proxy.entries("GET", cr.id + "/stream")
         self.assertEqual([e["status"] for e in streams], [429, 200])
         self.assertGreaterEqual(streams[1]["at"] - streams[0]["at"], 3.0, "reconnected before the Retry-After")
+
+    def test_https(self) -> None:
+        proxy = harness.Proxy(serve.addr, tls=True)
+        self.addCleanup(proxy.close)
+        ctx = ssl.create_default_context(cafile=harness.tls_cert()[0])
+        c = Client(proxy.url, api_key=str(serve.demo_key), ssl_context=ctx)
+        cr = c.create("py.tls")
+        later(0.3, admin.complete, cr.id, {"tls": True})
+        self.assertEqual([s.status for s in c.stream(cr.id)], ["queued", "succeeded"])
+        self.assertEqual(c.wait(cr.id, timeout=10).answer(), {"tls": True})
+        self.assertTrue(proxy.url.startswith("https://"))
+        # The default context refuses a certificate it does not trust.
+        with self.assertRaises(ssl.SSLError):
+            Client(proxy.url, api_key=str(serve.demo_key), retry=RetryPolicy(max_attempts=1)).get(cr.id)
