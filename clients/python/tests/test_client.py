@@ -4,6 +4,7 @@ the embedded store, once on a redis-server of the test's own."""
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import threading
 import time
 import unittest
@@ -343,6 +344,7 @@ class Suite:
             job.progress(50)
             return {"n": n}
 
+        self.assertEqual(list(inspect.signature(task).parameters), ["request_id", "n"])
         self.assertEqual(task(cr.id, 7), {"n": 7})
         self.assertEqual(self.c.get(cr.id).answer(), {"n": 7})
 

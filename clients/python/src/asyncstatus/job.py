@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import threading
 import time
@@ -71,10 +72,12 @@ class Job:
       SystemExit: the worker is stopping): sends nothing, so the request stays
       processing for the next delivery of the job or for the processing timeout.
 
-    When a heartbeat finds the request terminal (a user cancelled it), the next
-    :meth:`progress` raises :class:`JobCancelled` in the worker, and so does
-    the end of the block if the work did not call progress again; nothing is
-    completed or failed then.
+    When a heartbeat (or a progress report, which is one) finds the request
+    terminal (a user cancelled it), the next :meth:`progress` raises
+    :class:`JobCancelled` in the worker, and so does the end of the block if
+    the work did not call progress again; nothing is completed or failed then.
+    A job that reports progress therefore learns of a cancel within about
+    ``progress_interval``, one that does not within ``heartbeat_interval``.
 
     Args:
         processing_timeout: the service's ``lifecycle.processing_timeout``
@@ -232,6 +235,13 @@ def job_task(client: "Client", **options: Any) -> Callable[[Callable[..., Any]],
                 job.result = fn(job, *args, **kwargs)
             return job.result
 
+        # Task queues that check arguments against the signature (Celery) see
+        # the one callers use: the request id in the job's place.
+        sig = inspect.signature(fn)
+        params = list(sig.parameters.values())
+        if params:
+            rid = inspect.Parameter("request_id", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str)
+            setattr(run, "__signature__", sig.replace(parameters=[rid] + params[1:]))
         return run
 
     return decorate
