@@ -371,6 +371,16 @@ class Suite:
                 {}["missing"]
         self.assertEqual(self.poller(cr3).get(cr3.id).failure.code, "ERR_LOOKUP")
 
+    def test_job_fails_on_another_requests_terminal_error(self) -> None:
+        other = self.c.create(unique_type("jobother"))
+        self.c.cancel(other.id)
+        cr = self.c.create(unique_type("jobother"))
+        with self.assertRaises(AlreadyTerminalError):
+            with self.c.job(cr.id):
+                self.c.complete(other.id)  # the work's own call, about another request
+        r = self.c.get(cr.id)
+        self.assertEqual((r.status, r.failure.code), ("failed", "ERR_JOB_FAILED"))
+
     def test_job_sees_a_cancel(self) -> None:
         cr = self.c.create(unique_type("jobcancel"))
         later(0.4, self.c.cancel, cr.id, "user changed their mind")

@@ -172,8 +172,10 @@ class Job:
             self._thread.join()
         if exc is not None and not isinstance(exc, Exception):
             return  # the worker is stopping: leave the request to a redelivery
-        if isinstance(exc, AlreadyTerminalError):
-            return  # a cancel seen by progress(), or a terminal request
+        if isinstance(exc, JobCancelled) or (
+                isinstance(exc, AlreadyTerminalError) and exc.request is not None
+                and exc.request.id == self.request_id):
+            return  # a cancel seen by progress(), or the work's own call found this request terminal
         if self._cancelled is not None:
             self.check()
         try:
