@@ -20,4 +20,15 @@ export { AsyncStatusError, isProblem } from "./errors.js";
 export type { FieldError, ProblemCode } from "./errors.js";
 export { JobFailure, runJob } from "./job.js";
 export type { JobContext, JobFunction, JobOptions, JobOutcome } from "./job.js";
-export type * from "./types.js";
+export type {
+  AsyncRequest,
+  ConfirmationResult,
+  Created,
+  Failure,
+  LinkResult,
+  Page,
+  Progress,
+  RequestEvent,
+  Result,
+  Status,
+} from "./types.js";

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { AsyncStatusError, Client, JobFailure, isProblem, runJob } from "@asyncstatus/client";
-import { eventually, sleep, startProxy, startRedis, startService } from "./helpers.mjs";
+import { eventually, metric, sleep, startProxy, startRedis, startService } from "./helpers.mjs";
 
 const link = { url: "https://files.example/x.pdf", expires_at: "2030-01-01T00:00:00Z" };
 const uniqueType = (name) => `${name}.${Math.random().toString(36).slice(2, 10)}`;
@@ -14,8 +14,8 @@ export function apiSuite(store) {
     let redis, svc, jobSvc, api;
     const proxies = [];
     /** A proxy of this test's own in front of the service, and clients through it. */
-    const viaProxy = async () => {
-      const proxy = await startProxy(svc.url);
+    const viaProxy = async (to = svc) => {
+      const proxy = await startProxy(to.url);
       proxies.push(proxy);
       return proxy;
     };
@@ -24,7 +24,9 @@ export function apiSuite(store) {
       if (store === "redis") redis = await startRedis();
       [svc, jobSvc] = await Promise.all([
         startService({ redisUrl: redis?.url }),
-        // Short timeouts, so that a job without heartbeats visibly fails.
+        // Short timeouts, so that a job without heartbeats visibly fails. No
+        // test here but the long poll one holds a long poll, so that it can
+        // tell from the service's gauge that its poll is held.
         startService({
           redisUrl: redis?.url,
           env: { ASYNCSTATUS_LIFECYCLE_PROCESSING_TIMEOUT: "2s", ASYNCSTATUS_LIFECYCLE_SWEEP_INTERVAL: "100ms" },
@@ -181,15 +183,16 @@ export function apiSuite(store) {
     });
 
     test("wait: a held long poll is woken by the transition", async () => {
-      const proxy = await viaProxy();
-      const created = await api.create({ type: uniqueType("longpoll") });
+      const proxy = await viaProxy(jobSvc);
+      const c = new Client({ baseUrl: jobSvc.url, apiKey: jobSvc.key });
+      const created = await c.create({ type: uniqueType("longpoll") });
       const waiter = new Client({ baseUrl: proxy.url, pollToken: created.poll_token });
       const seen = [];
       const done = waiter.wait(created.id, { retryAfter: created.retryAfter, waitSeconds: 20, onChange: (r) => seen.push(r) });
       // The second poll is the held one.
-      await eventually("the held long poll", async () => proxy.gets().length === 2);
-      await sleep(100);
-      await api.complete(created.id, { result_type: "link", result: link });
+      await eventually("the second poll", async () => proxy.gets().length === 2);
+      await eventually("the service holding it", async () => (await metric(jobSvc.url, "asyncstatus_wait_long_polls_held")) === 1);
+      await c.complete(created.id, { result_type: "link", result: link });
       const final = await done;
       assert.equal(final.status, "succeeded");
       assert.deepEqual(statuses(seen), ["queued", "succeeded"]);
@@ -208,6 +211,7 @@ export function apiSuite(store) {
       const proxy = await viaProxy();
       proxy.stripPrefer = true;
       const created = await api.create({ type: uniqueType("paced") });
+      const createdAt = Date.now();
       const waiter = new Client({ baseUrl: proxy.url, pollToken: created.poll_token });
       const seen = [];
       const done = waiter.wait(created.id, { retryAfter: created.retryAfter, onChange: (r) => seen.push(r) });
@@ -221,7 +225,7 @@ export function apiSuite(store) {
       assert.deepEqual(statuses(seen), ["queued", "processing", "succeeded"]);
       const gets = proxy.gets();
       assert.ok(gets.length >= 3, `${gets.length} polls`);
-      assert.ok(gets[0].start - created.retryAfter >= 0, "the create's Retry-After was waited");
+      assert.ok(gets[0].start - createdAt >= created.retryAfter - 15, "the create's Retry-After was waited before the first poll");
       for (let i = 0; i < gets.length; i++) {
         assert.equal(gets[i].resHeaders["preference-applied"], undefined);
         assert.notEqual(gets[i].status, 429, "never polled too early");
