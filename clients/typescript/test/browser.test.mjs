@@ -73,14 +73,14 @@ describe("useRequest in Chromium, from another origin", () => {
   });
 
   /** Opens the page on a request; records what it asks the API and what goes wrong in it. */
-  async function open(created, transport, token = created.poll_token) {
+  async function open(created, transport, credential = { token: created.poll_token }) {
     const page = await browser.newPage();
     const calls = [];
     const problems = [];
     page.on("request", (q) => q.url().startsWith(svc.url) && calls.push({ url: q.url(), type: q.resourceType(), headers: q.headers() }));
     page.on("pageerror", (e) => problems.push(String(e)));
     page.on("console", (m) => m.type() === "error" && problems.push(m.text()));
-    const hash = new URLSearchParams({ url: created.location, token, transport });
+    const hash = new URLSearchParams({ url: created.location, transport, ...credential });
     await page.goto(`${origin}/#${hash}`);
     return { page, calls, problems };
   }
@@ -126,9 +126,24 @@ describe("useRequest in Chromium, from another origin", () => {
     });
   }
 
+  test("with an API key: the event stream read over fetch, the key in a header", async () => {
+    const created = await api.create({ type: "export.browser" });
+    const { page, calls } = await open(created, "stream", { key: svc.key });
+    const items = page.locator("li");
+    await items.first().waitFor();
+    await api.cancel(created.id, "not needed");
+    await page.locator('section[aria-busy="false"]').waitFor();
+    assert.deepEqual(await items.allTextContents(), ["queued", "cancelled"]);
+    const streams = calls.filter((c) => new URL(c.url).pathname.endsWith("/stream"));
+    assert.ok(streams.length >= 1 && streams.every((c) => c.type === "fetch"), JSON.stringify(calls));
+    assert.equal(streams[0].headers.authorization, `Bearer ${svc.key}`);
+    assert.equal(new URL(streams[0].url).search, "", "no credential in the URL");
+    await page.close();
+  });
+
   test("a wrong poll token shows the problem's code", async () => {
     const created = await api.create({ type: "export.browser" });
-    const { page } = await open(created, "stream", "pt_wrong");
+    const { page } = await open(created, "stream", { token: "pt_wrong" });
     const alert = page.getByRole("alert");
     await alert.waitFor();
     assert.equal(await alert.textContent(), "NOT_FOUND");

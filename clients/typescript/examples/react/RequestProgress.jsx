@@ -4,12 +4,12 @@ import { AsyncStatusError } from "@asyncstatus/client";
 import { useRequest } from "@asyncstatus/client/react";
 
 /**
- * @param {{url: string, pollToken: string, transport?: "stream" | "poll"}} props
- * url: the create answer's Location (created.location); pollToken: its poll_token;
- * transport: "stream" (EventSource, the default) or "poll" (long polls).
+ * url: the create answer's Location (created.location); options: { pollToken } (its
+ * poll_token) or { apiKey }, and transport: "stream" (the default) or "poll" (long polls).
+ * @param {{url: string} & import("@asyncstatus/client/react").UseRequestOptions} props
  */
-export function RequestProgress({ url, pollToken, transport }) {
-  const { state, error, done } = useRequest(url, { pollToken, transport });
+export function RequestProgress({ url, ...options }) {
+  const { state, error, done } = useRequest(url, options);
   const [seen, setSeen] = useState(/** @type {import("@asyncstatus/client").AsyncRequest[]} */ ([]));
   useEffect(() => {
     if (state) setSeen((s) => [...s, state]);
