@@ -114,8 +114,8 @@ export interface StreamOptions {
   /**
    * "eventsource": the browser's EventSource with `?poll_token=`; "fetch": an
    * event-stream reader over fetch, sending the credential as a header.
-   * default: "eventsource" where EventSource exists and the client holds only
-   * a poll token, else "fetch".
+   * default: "eventsource" where EventSource exists, the client holds only a
+   * poll token and no lastEventId is given, else "fetch".
    */
   transport?: "eventsource" | "fetch";
   /** Cap of the backoff between reconnections after errors, ms. default: 30000. */
@@ -390,7 +390,8 @@ export class Client {
    */
   async *stream(id: string, o: StreamOptions = {}): AsyncGenerator<AsyncRequest, void, undefined> {
     const s = { lastId: o.lastEventId ?? "", last: undefined as AsyncRequest | undefined };
-    const es = typeof EventSource === "function" && !this.#apiKey && this.#pollToken;
+    // EventSource cannot send a first Last-Event-ID: a resume goes over fetch.
+    const es = typeof EventSource === "function" && !this.#apiKey && this.#pollToken && !s.lastId;
     if ((o.transport ?? (es ? "eventsource" : "fetch")) === "eventsource") {
       // EventSource gives up on any answer but 200 (a 429, a 503, a 404) and
       // tells nothing of it; the reader over fetch then goes on, and says why.
