@@ -141,7 +141,8 @@ export async function startService({ redisUrl, env = {} } = {}) {
       });
       key = stdout.trim().split("\n").pop().trim();
     } else {
-      key = child.output().match(/^\s*(ask_\S+)\s*$/m)?.[1];
+      // The embedded store's banner: the demo key alone on its line.
+      key = await until("the demo key on stdout", async () => child.output().match(/^\s*(ask_\S+)\s*$/m)?.[1], 5000).catch(() => undefined);
     }
     if (!key) throw new Error(`no API key for the service:\n${child.output()}`);
     return { url, key, tenant, stop: child.stop, logs: () => child.errors() };
