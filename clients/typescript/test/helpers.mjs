@@ -39,8 +39,18 @@ process.on("exit", () => {
   for (const c of children) c.kill("SIGKILL");
 });
 
+/**
+ * The environment of a child: this process's without its ASYNCSTATUS_*
+ * variables (ASYNCSTATUS_BIN, CI's ASYNCSTATUS_TEST_*: serve refuses
+ * variables that name no configuration key), plus env.
+ */
+const childEnv = (env) => ({
+  ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("ASYNCSTATUS_"))),
+  ...env,
+});
+
 function launch(cmd, args, env) {
-  const child = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(cmd, args, { env: childEnv(env), stdio: ["ignore", "pipe", "pipe"] });
   children.add(child);
   let out = "";
   let err = "";
@@ -137,7 +147,7 @@ export async function startService({ redisUrl, env = {} } = {}) {
     let key;
     if (redisUrl) {
       const { stdout } = await execFileP(bin, ["keys", "create", "--tenant", tenant, "--scopes", "read,write,admin"], {
-        env: { ...process.env, ...base },
+        env: childEnv(base),
       });
       key = stdout.trim().split("\n").pop().trim();
     } else {
