@@ -21,12 +21,11 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/store"
 )
 
-// cmdServe runs the service. unknownEnv are the warnings about ASYNCSTATUS_*
-// variables that name no key (config.UnknownEnv), logged at start.
-func cmdServe(ctx context.Context, args []string, getenv func(string) string, unknownEnv []string, stdout, stderr io.Writer) error {
+// cmdServe runs the service.
+func cmdServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var logFormat string
 	fs, cfgPath, err := flags("serve", args, stderr, func(fs *flag.FlagSet) {
-		fs.StringVar(&logFormat, "log-format", "", "log format, json or text (overrides log.format)")
+		fs.StringVar(&logFormat, "log-format", "", "`json|text`: the log format (overrides log.format)")
 	})
 	if err != nil {
 		return err
@@ -37,7 +36,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, un
 	if logFormat != "" && logFormat != "json" && logFormat != "text" {
 		return usageError{"serve: --log-format must be json or text"}
 	}
-	cfg, err := loadConfig(cfgPath, getenv)
+	cfg, err := loadServeConfig(cfgPath, getenv)
 	if err != nil {
 		return err
 	}
@@ -52,9 +51,6 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, un
 	logw := logbuf.New(stderr, accessLogFlush, accessLogBuffer)
 	defer logw.Close()
 	log := newLogger(cfg, logw.Direct())
-	for _, w := range unknownEnv {
-		log.Warn(w)
-	}
 	build := buildinfo.Read(version)
 	m, err := newMetrics(build)
 	if err != nil {
