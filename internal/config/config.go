@@ -168,9 +168,10 @@ type RateLimit struct {
 	Admin string `yaml:"admin"`
 	// Tenant: all credentials of one tenant together. default: 20000-S.
 	Tenant string `yaml:"tenant"`
-	// Timeout bounds the HTTP layer's limiter (the calls the scripts do not
-	// count themselves): a slower read is let through uncounted, a slower write
-	// or admin call answers 503. default: 200ms.
+	// Timeout bounds the HTTP layer's own limiter call, made only for a call
+	// refused before its script counted it (a bad body, query or id), and the
+	// preloading of the limiter's scripts at start: slower, the refusal goes
+	// out without RateLimit-* and uncounted. default: 200ms.
 	Timeout time.Duration `yaml:"timeout"`
 }
 
