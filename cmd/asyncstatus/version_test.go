@@ -150,7 +150,11 @@ func TestVersionOfATaggedCheckout(t *testing.T) {
 		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
 	bin := filepath.Join(t.TempDir(), "asyncstatus")
-	build := exec.Command(gobin, "build", "-buildvcs=true", "-o", bin, "./cmd/asyncstatus")
+	args := []string{"build", "-buildvcs=true", "-o", bin}
+	if raceEnabled { // as buildBinary: the dependencies then come from the build cache
+		args = append(args, "-race")
+	}
+	build := exec.Command(gobin, append(args, "./cmd/asyncstatus")...)
 	build.Dir = dir
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build in the tagged checkout: %v\n%s", err, out)
