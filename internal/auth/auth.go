@@ -245,6 +245,9 @@ func (a *Authenticator) mac(tenant, id string) *macState {
 	return m
 }
 
+// strictRawURL decodes only the canonical base64url spelling of a value.
+var strictRawURL = base64.RawURLEncoding.Strict()
+
 // PollTokenPrincipal checks a poll token for request id. A wrong token is NOT_FOUND,
 // exactly like an id the caller may not see.
 func (a *Authenticator) PollTokenPrincipal(token, id string) (domain.Principal, error) {
@@ -260,7 +263,10 @@ func (a *Authenticator) PollTokenPrincipal(token, id string) (domain.Principal, 
 		return domain.Principal{}, domain.ErrNotFound()
 	}
 	copy(in[:], macPart)
-	n, err := base64.RawURLEncoding.Decode(got[:], in[:])
+	// Strict: the last character carries two spare bits, and only the
+	// spelling with them zero (the one PollToken writes) is the token; the
+	// other three would be distinct strings that all authenticate.
+	n, err := strictRawURL.Decode(got[:], in[:])
 	if err != nil || n != len(got) {
 		return domain.Principal{}, domain.ErrNotFound()
 	}

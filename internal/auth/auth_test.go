@@ -291,3 +291,21 @@ func TestOperatorKey(t *testing.T) {
 		t.Fatal("KeyByID of a malformed id")
 	}
 }
+
+// TestPollTokenCanonicalOnly: the last character of a token's MAC carries two
+// spare bits; the three spellings with other values there are not the token.
+func TestPollTokenCanonicalOnly(t *testing.T) {
+	a := auth.New(&memKeys{m: map[string]domain.APIKey{}}, []byte("secret"), time.Hour, nil)
+	tok := a.PollToken("acme", "req_1")
+	if _, err := a.PollTokenPrincipal(tok, "req_1"); err != nil {
+		t.Fatalf("canonical token refused: %v", err)
+	}
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	last := strings.IndexByte(alphabet, tok[len(tok)-1])
+	for spare := 1; spare < 4; spare++ {
+		other := tok[:len(tok)-1] + string(alphabet[last|spare])
+		if _, err := a.PollTokenPrincipal(other, "req_1"); domain.ErrorCode(err) != domain.NotFound {
+			t.Errorf("spelling %q with spare bits %d: %v, want NOT_FOUND", other, spare, err)
+		}
+	}
+}
