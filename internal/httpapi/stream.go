@@ -9,6 +9,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/sse"
 	"github.com/asyncstatus/asyncstatus/internal/wire"
 )
 
@@ -140,6 +141,7 @@ type sseWriter struct {
 	timeout time.Duration
 	sent    int64 // the version of the last event written
 	buf     []byte
+	js      []byte // the event's JSON, before it is framed
 }
 
 // event writes r as an event unless its version was already sent, and
@@ -148,14 +150,18 @@ func (sw *sseWriter) event(r *domain.Request) bool {
 	if r.Version <= sw.sent {
 		return true
 	}
-	b := append(sw.buf[:0], "id: "...)
-	b = strconv.AppendInt(b, r.Version, 10)
-	b = append(b, "\nevent: request\ndata: "...)
-	b, err := wire.AppendRequest(b, r) // one line: JSON escapes every newline
+	js, err := wire.AppendRequest(sw.js[:0], r)
 	if err != nil {
 		return false
 	}
-	b = append(b, "\n\n"...)
+	sw.js = js
+	b := append(sw.buf[:0], "id: "...)
+	b = strconv.AppendInt(b, r.Version, 10)
+	b = append(b, "\nevent: request\n"...)
+	// Compact JSON has no raw line end, but the data field does not rely on
+	// what the encoder of a stored member wrote: a CR would start a field.
+	b = sse.AppendData(b, js)
+	b = append(b, '\n')
 	sw.buf = b
 	sw.sent = r.Version
 	return sw.flush(b)
