@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/asyncstatus/asyncstatus/internal/auth"
 	"github.com/asyncstatus/asyncstatus/internal/buildinfo"
 	"github.com/asyncstatus/asyncstatus/internal/config"
@@ -52,6 +54,9 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, un
 	logw := logbuf.New(stderr, accessLogFlush, accessLogBuffer)
 	defer logw.Close()
 	log := newLogger(cfg, logw.Direct())
+	// go-redis keeps one logger per process, printing plain text on stderr
+	// unless told otherwise.
+	redis.SetLogger(store.NewRedisLogger(log))
 	for _, w := range unknownEnv {
 		log.Warn(w)
 	}
