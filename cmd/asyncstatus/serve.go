@@ -201,7 +201,7 @@ func newAccessLog(cfg config.Config, w io.Writer) *slog.Logger {
 }
 
 func httpOptions(cfg config.Config) httpapi.Options {
-	o := httpapi.Options{PublicURL: cfg.HTTP.PublicURL, BodyLimitBytes: cfg.HTTP.BodyLimitBytes,
+	o := httpapi.Options{PublicURL: cfg.HTTP.PublicURL, TrustedProxies: cfg.HTTP.TrustedProxies, BodyLimitBytes: cfg.HTTP.BodyLimitBytes,
 		Limits:      domain.Limits{ContextBytes: cfg.Limits.ContextBytes, ResultBytes: cfg.Limits.ResultBytes},
 		ReadTimeout: cfg.HTTP.ReadTimeout, WriteTimeout: cfg.HTTP.WriteTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
 		Wait: httpapi.WaitOptions{Max: cfg.Wait.Max, MaxWaiters: cfg.Wait.MaxWaiters, Heartbeat: cfg.Wait.Heartbeat,

@@ -92,6 +92,12 @@ type HTTP struct {
 	Addr string `yaml:"addr"`
 	// PublicURL, when set, is the base of absolute URLs (Location, Operation-Location, Link).
 	PublicURL string `yaml:"public_url"`
+	// TrustedProxies are the addresses (IPs or CIDRs, "10.0.0.0/8") of the
+	// reverse proxies in front of the service: only a connection from one of
+	// them may set the scheme and host of absolute URLs with X-Forwarded-Proto
+	// (http or https, nothing else) and X-Forwarded-Host, when public_url is
+	// not set. default: none (the headers are ignored).
+	TrustedProxies []string `yaml:"trusted_proxies"`
 	// BodyLimitBytes: larger bodies answer 413. default: 1048576.
 	BodyLimitBytes int `yaml:"body_limit_bytes"`
 	// ReadTimeout, WriteTimeout, IdleTimeout of connections. defaults: 10s, 10s, 60s.

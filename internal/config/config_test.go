@@ -396,6 +396,8 @@ func TestValidateRejects(t *testing.T) {
 		{"public_url no host", func(c *Config) { c.HTTP.PublicURL = "https:///x" }, "http.public_url"},
 		{"public_url query", func(c *Config) { c.HTTP.PublicURL = "https://status.example.com/?a=1" }, "http.public_url"},
 		{"public_url fragment", func(c *Config) { c.HTTP.PublicURL = "https://status.example.com/#x" }, "http.public_url"},
+		{"trusted_proxies not an address", func(c *Config) { c.HTTP.TrustedProxies = []string{"10.0.0.1", "proxy.local"} }, "http.trusted_proxies"},
+		{"trusted_proxies bad range", func(c *Config) { c.HTTP.TrustedProxies = []string{"10.0.0.0/33"} }, "http.trusted_proxies"},
 		{"read_timeout negative", func(c *Config) { c.HTTP.ReadTimeout = -1 }, "http.read_timeout"},
 		{"shutdown_timeout negative", func(c *Config) { c.HTTP.ShutdownTimeout = -1 }, "http.shutdown_timeout"},
 		{"log.format", func(c *Config) { c.Log.Format = "xml" }, "log.format"},

@@ -208,6 +208,11 @@ func (h *HTTP) validate(p *problems) {
 			p.add("http.public_url", "must not have a query or fragment, got %q", h.PublicURL)
 		}
 	}
+	for _, a := range h.TrustedProxies {
+		if !validProxy(a) {
+			p.add("http.trusted_proxies", "%q is not an IP address or a CIDR range", a)
+		}
+	}
 	if h.BodyLimitBytes <= 0 {
 		p.add("http.body_limit_bytes", "must be greater than 0, got %d", h.BodyLimitBytes)
 	}
@@ -394,4 +399,14 @@ func (a *Audit) validate(p *problems) {
 		p.add("audit.max_backlog", "must be greater than 0, got %d", a.MaxBacklog)
 	}
 	p.positive("audit.claim_after", a.ClaimAfter)
+}
+
+// validProxy reports whether a is an IP address or a CIDR range, as
+// http.trusted_proxies takes them.
+func validProxy(a string) bool {
+	if strings.Contains(a, "/") {
+		_, _, err := net.ParseCIDR(a)
+		return err == nil
+	}
+	return net.ParseIP(a) != nil
 }

@@ -75,6 +75,10 @@ type RateLimiter interface {
 type Options struct {
 	// PublicURL is the base of absolute URLs; "" derives it from each request.
 	PublicURL string
+	// TrustedProxies (IPs, CIDRs) may set the scheme and host of a derived
+	// base with X-Forwarded-Proto and X-Forwarded-Host; nobody else can.
+	// default: none.
+	TrustedProxies []string
 	// BodyLimitBytes: larger bodies answer 413. default: 1 MiB.
 	BodyLimitBytes int
 	// Limits on stored payloads.
@@ -186,6 +190,10 @@ func New(reqs Requests, auth Authenticator, limit RateLimiter, opts Options, log
 		// forms, into temporary files, and answered its errors itself).
 		StreamRequestBody:            true,
 		DisablePreParseMultipartForm: true,
+		// X-Forwarded-* only from the configured proxies (requestURL): any
+		// client could otherwise choose the scheme and host of Location.
+		EnableTrustedProxyCheck: true,
+		TrustedProxies:          opts.TrustedProxies,
 	})
 	quietOnNothingRead(s.app.Server())
 	// A parked long poll (park.go) owns its connection from the hijack on,
