@@ -13,7 +13,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/asyncstatus/asyncstatus/internal/auth"
 	"github.com/asyncstatus/asyncstatus/internal/buildinfo"
 	"github.com/asyncstatus/asyncstatus/internal/config"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
@@ -76,10 +75,10 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, un
 	defer b.Close()
 	m.SetEmbedded(b.embedded != nil)
 
-	authn := auth.New(b.store, secret, cfg.Auth.KeyCacheTTL, nil)
+	authn := newAuthenticator(cfg, b.store, secret)
 	demoKeyID := ""
 	if b.embedded != nil {
-		plain, k, err := auth.NewKey("demo", domain.ScopeRead|domain.ScopeWrite|domain.ScopeAdmin, "demo", time.Now())
+		plain, k, err := authn.NewKey("demo", domain.ScopeRead|domain.ScopeWrite|domain.ScopeAdmin, "demo", time.Now())
 		if err != nil {
 			return err
 		}

@@ -145,6 +145,14 @@ type Auth struct {
 	// KeyCacheTTL: how long a looked-up API key (and so a revocation) may be cached
 	// in process. default: 10s. 0 disables the cache.
 	KeyCacheTTL time.Duration `yaml:"key_cache_ttl"`
+	// KeyCheckSecret is what the subkey of API keys' keyed check is derived
+	// from. Secret. default: "" (PollTokenSecret). Set it to the previous
+	// poll_token_secret when rotating that, so that keys keep their check.
+	KeyCheckSecret string `yaml:"key_check_secret"`
+	// AcceptLegacyKeys accepts API keys without the keyed check (issued before
+	// it, or of the 63-character shape): each unknown one costs a lookup.
+	// default: true (docs/operations.md says until when).
+	AcceptLegacyKeys bool `yaml:"accept_legacy_keys"`
 }
 
 // Polling paces clients (spec §5).

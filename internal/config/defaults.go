@@ -27,7 +27,8 @@ func Defaults() Config {
 			ShutdownTimeout: 10 * time.Second,
 		},
 		Auth: Auth{
-			KeyCacheTTL: 10 * time.Second,
+			KeyCacheTTL:      10 * time.Second,
+			AcceptLegacyKeys: true,
 		},
 		Polling: Polling{
 			Schedule:       defaults.PollSchedule(),

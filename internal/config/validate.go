@@ -252,6 +252,9 @@ func (w *Wait) validate(p *problems) {
 }
 
 func (a *Auth) validate(p *problems) {
+	if n := len(a.KeyCheckSecret); n > 0 && n < minPollTokenSecret {
+		p.add("auth.key_check_secret", "must be at least %d bytes, got %d", minPollTokenSecret, n)
+	}
 	if n := len(a.PollTokenSecret); n > 0 && n < minPollTokenSecret {
 		// Never echo the secret, only its length.
 		p.add("auth.poll_token_secret", "must be at least %d bytes, got %d", minPollTokenSecret, n)

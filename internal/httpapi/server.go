@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,7 +55,9 @@ type Webhooks interface {
 
 // Authenticator checks credentials.
 type Authenticator interface {
-	APIKey(ctx context.Context, plain string) (domain.Principal, error)
+	// APIKeyFrom authenticates a key sent from source (the client's address),
+	// which bounds how many unknown keys one source may have looked up.
+	APIKeyFrom(ctx context.Context, plain string, source netip.Addr) (domain.Principal, error)
 	PollTokenPrincipal(token, id string) (domain.Principal, error)
 	PollToken(tenant, id string) string
 }
@@ -123,9 +126,11 @@ type Server struct {
 	auth  Authenticator
 	limit RateLimiter
 	opts  Options
-	log   *slog.Logger
-	json  jsonCodec
-	obs   observer
+	// proxies are opts.TrustedProxies, parsed (source.go).
+	proxies []netip.Prefix
+	log     *slog.Logger
+	json    jsonCodec
+	obs     observer
 	// ids makes request ids; states pools the per-request state (middleware.go).
 	ids    *idSource
 	states sync.Pool
@@ -168,6 +173,7 @@ func New(reqs Requests, auth Authenticator, limit RateLimiter, opts Options, log
 	opts.Wait.defaults()
 	s := &Server{reqs: reqs, auth: auth, limit: limit, opts: opts, log: log, ids: newIDSource(),
 		stopping: make(chan struct{}), cors: newCORSPolicy(opts.CORSOrigins)}
+	s.proxies = parseProxies(opts.TrustedProxies)
 	s.clock.heartbeat = opts.Wait.Heartbeat
 	s.beats.every = opts.Wait.Heartbeat
 	s.states.New = func() any { return &reqState{} }
