@@ -204,6 +204,7 @@ func httpOptions(cfg config.Config) httpapi.Options {
 		Limits:      domain.Limits{ContextBytes: cfg.Limits.ContextBytes, ResultBytes: cfg.Limits.ResultBytes},
 		ReadTimeout: cfg.HTTP.ReadTimeout, WriteTimeout: cfg.HTTP.WriteTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
 		Wait: httpapi.WaitOptions{Max: cfg.Wait.Max, MaxWaiters: cfg.Wait.MaxWaiters, Heartbeat: cfg.Wait.Heartbeat,
+			MaxWaitersPerTenant: cfg.Wait.MaxWaitersPerTenant, MaxWaitersPerCredential: cfg.Wait.MaxWaitersPerCredential,
 			StreamMax: cfg.Wait.StreamMax, ReadTimeout: cfg.Redis.OpTimeout},
 		CORSOrigins: cfg.HTTP.CORS.AllowedOrigins}
 	so := storeOptions(cfg)

@@ -128,6 +128,14 @@ type Wait struct {
 	// past it a long poll is answered as an ordinary poll. 0 turns waiting off.
 	// default: 10000.
 	MaxWaiters int `yaml:"max_waiters"`
+	// MaxWaitersPerTenant bounds the waits one tenant may hold at once on one
+	// replica, so that one tenant cannot deny waiting to the others; past it a
+	// wait is answered as past max_waiters. 0: no share. default: 1000.
+	MaxWaitersPerTenant int `yaml:"max_waiters_per_tenant"`
+	// MaxWaitersPerCredential bounds the waits one API key, or the poll token
+	// of one request, may hold at once on one replica. 0: no share.
+	// default: 100.
+	MaxWaitersPerCredential int `yaml:"max_waiters_per_credential"`
 	// Heartbeat is the interval of an event stream's keep-alive comment, and how
 	// soon a wait or stream whose client left frees its slot. default: 15s.
 	Heartbeat time.Duration `yaml:"heartbeat"`

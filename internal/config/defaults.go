@@ -82,10 +82,12 @@ func Defaults() Config {
 			SessionTTL: defaults.ConsoleSessionTTL,
 		},
 		Wait: Wait{
-			Max:        defaults.WaitMax,
-			MaxWaiters: 10000,
-			Heartbeat:  defaults.WaitHeartbeat,
-			StreamMax:  defaults.StreamMax,
+			Max:                     defaults.WaitMax,
+			MaxWaiters:              10000,
+			MaxWaitersPerTenant:     1000,
+			MaxWaitersPerCredential: 100,
+			Heartbeat:               defaults.WaitHeartbeat,
+			StreamMax:               defaults.StreamMax,
 		},
 	}
 }

@@ -247,6 +247,12 @@ func (w *Wait) validate(p *problems) {
 	if w.MaxWaiters < 0 {
 		p.add("wait.max_waiters", "must not be negative, got %d", w.MaxWaiters)
 	}
+	if w.MaxWaitersPerTenant < 0 {
+		p.add("wait.max_waiters_per_tenant", "must not be negative, got %d", w.MaxWaitersPerTenant)
+	}
+	if w.MaxWaitersPerCredential < 0 {
+		p.add("wait.max_waiters_per_credential", "must not be negative, got %d", w.MaxWaitersPerCredential)
+	}
 	p.positive("wait.heartbeat", w.Heartbeat)
 	p.positive("wait.stream_max", w.StreamMax)
 }

@@ -142,7 +142,8 @@ type Server struct {
 	stopping chan struct{}
 	stopOnce sync.Once
 	clock    waitClock // ends held long polls (waitclock.go)
-	beats    beats     // keep-alives and ends of streams (waitclock.go)
+	shares   waitShares
+	beats    beats // keep-alives and ends of streams (waitclock.go)
 	// parkedWaits counts the parked long polls that have not answered yet (park.go).
 	parkedWaits sync.WaitGroup
 	parkMu      sync.Mutex // orders parkedWaits.Add before StopWaits' Wait

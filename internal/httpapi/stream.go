@@ -43,14 +43,15 @@ func (s *Server) authedStream() fiber.Handler {
 // one event per state from the current one on, until the terminal one. Its
 // errors before the first byte are the ordinary problem+json answers.
 func (s *Server) stream(c *fiber.Ctx) error {
-	wa, held, err := s.watch(c)
+	wa, sl, err := s.watch(c)
 	if err != nil {
 		return err
 	}
+	held := sl != nil
 	release := func() {
 		if held {
 			wa.Close()
-			s.releaseSlot()
+			s.releaseSlot(sl)
 		}
 	}
 	r, err := s.firstRead(c)
