@@ -1,12 +1,12 @@
 package httpapi
 
 import (
-	"bufio"
 	"net"
 	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/sse"
@@ -71,22 +71,75 @@ func (s *Server) stream(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	c.Set("X-Accel-Buffering", "no") // reverse proxies: do not hold events back
-	sw := &sseWriter{conn: c.Context().Conn(), timeout: s.streamWriteTimeout()}
+	if c.Context().IsHead() {
+		release()
+		return nil
+	}
+	sw := &sseWriter{timeout: s.streamWriteTimeout()}
 	if last == current {
 		sw.sent = r.Version
 	}
-	// Runs after this handler returns, when c is no longer ours: everything it
-	// needs is captured here.
-	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
-		sw.w = w
+	if !s.detachStream(c, sw, func() {
 		if held {
 			s.opts.Metrics.StreamOpen(1)
 			defer s.opts.Metrics.StreamOpen(-1)
 			defer release()
 		}
 		s.runStream(sw, wa, r)
-	})
+	}) {
+		release() // stopping: the current state, and the end
+		c.Set(fiber.HeaderConnection, "close")
+		body := "retry: 2000\n\n"
+		if r.Version > sw.sent {
+			body += string(sw.eventBytes(r))
+		}
+		return c.SendString(body)
+	}
 	return nil
+}
+
+// detachStream hands the connection of c to a goroutine of the stream's own
+// (Hijack), as park does for a long poll, so that neither fasthttp's worker
+// goroutine, its read buffer and request context, nor the pipe and extra
+// goroutine of its body stream writer stay with a stream for its ten
+// minutes: the stream writes its chunks on the socket itself, with one
+// scratch buffer. It writes the headers set so far, runs run, ends the
+// chunked body and closes the connection (Connection: close: the client's
+// next call opens a new one). false once the server is stopping.
+func (s *Server) detachStream(c *fiber.Ctx, sw *sseWriter, run func()) bool {
+	s.parkMu.Lock()
+	select {
+	case <-s.stopping:
+		s.parkMu.Unlock()
+		return false
+	default:
+	}
+	s.parkedWaits.Add(1) // StopWaits waits for streams too: they end at once
+	s.parkMu.Unlock()
+	rc := c.Context()
+	sw.conn = rc.Conn()
+	boundSendBuffer(sw.conn) // stream_socket.go
+	var h fasthttp.ResponseHeader
+	rc.Response.Header.CopyTo(&h)
+	h.SetStatusCode(fiber.StatusOK)
+	h.SetContentLength(-1) // chunked
+	h.SetConnectionClose()
+	h.Set(fiber.HeaderDate, string(fasthttp.AppendHTTPDate(nil, time.Now())))
+	head := h.Header()
+	rc.HijackSetNoResponse(true)
+	rc.Hijack(func(net.Conn) {
+		go func() {
+			defer s.parkedWaits.Done()
+			if sw.write(head) {
+				run()
+				if !sw.broken {
+					sw.write([]byte("0\r\n\r\n"))
+				}
+			}
+			_ = sw.conn.Close()
+		}()
+	})
+	return true
 }
 
 // streamWriteTimeout bounds each write of a stream: fasthttp sets its
@@ -135,25 +188,48 @@ func (s *Server) runStream(sw *sseWriter, wa domain.Watch, r *domain.Request) {
 	}
 }
 
-// sseWriter writes Server-Sent Events on a stream's connection.
+// sseWriter writes Server-Sent Events as the chunks of a chunked body, on a
+// stream's detached connection.
 type sseWriter struct {
-	w       *bufio.Writer
 	conn    net.Conn
 	timeout time.Duration
 	sent    int64 // the version of the last event written
+	broken  bool  // a write failed: the connection was reset
 	buf     []byte
 	js      []byte // the event's JSON, before it is framed
 }
 
-// event writes r as an event unless its version was already sent, and
-// flushes; false when the client is gone.
+// maxKeptBuf bounds the scratch space a stream keeps between events: a large
+// event's buffers are dropped after it, so that a held stream costs little.
+const maxKeptBuf = 4 << 10
+
+// event writes r as an event unless its version was already sent; false
+// when the client is gone.
 func (sw *sseWriter) event(r *domain.Request) bool {
 	if r.Version <= sw.sent {
 		return true
 	}
+	b := sw.eventBytes(r)
+	if b == nil {
+		return false
+	}
+	sw.sent = r.Version
+	ok := sw.chunk(b)
+	if cap(sw.buf) > maxKeptBuf {
+		sw.buf = nil
+	}
+	if cap(sw.js) > maxKeptBuf {
+		sw.js = nil
+	}
+	return ok
+}
+
+// eventBytes frames r as one event (in sw.buf, after room for the chunk
+// size); nil when r cannot be encoded.
+func (sw *sseWriter) eventBytes(r *domain.Request) []byte {
 	js, err := wire.AppendRequest(sw.js[:0], r)
 	if err != nil {
-		return false
+		return nil
 	}
 	sw.js = js
 	b := append(sw.buf[:0], "id: "...)
@@ -164,18 +240,32 @@ func (sw *sseWriter) event(r *domain.Request) bool {
 	b = sse.AppendData(b, js)
 	b = append(b, '\n')
 	sw.buf = b
-	sw.sent = r.Version
-	return sw.flush(b)
+	return b
 }
 
-func (sw *sseWriter) raw(s string) bool { return sw.flush([]byte(s)) }
+func (sw *sseWriter) raw(s string) bool { return sw.chunk([]byte(s)) }
 
-func (sw *sseWriter) flush(b []byte) bool {
-	if sw.conn != nil {
-		_ = sw.conn.SetWriteDeadline(time.Now().Add(sw.timeout))
-	}
-	if _, err := sw.w.Write(b); err != nil {
+// chunk writes b as one chunk of the body.
+func (sw *sseWriter) chunk(b []byte) bool {
+	var size [24]byte
+	n := strconv.AppendInt(size[:0], int64(len(b)), 16)
+	n = append(n, "\r\n"...)
+	return sw.write(n, b, []byte("\r\n"))
+}
+
+// write writes bs on the connection within the write timeout; a failed
+// write (a client that stopped reading, or left) resets the connection, so
+// that what is still queued does not stay in the kernel (stream_socket.go).
+func (sw *sseWriter) write(bs ...[]byte) bool {
+	if sw.broken {
 		return false
 	}
-	return sw.w.Flush() == nil
+	_ = sw.conn.SetWriteDeadline(time.Now().Add(sw.timeout))
+	bufs := net.Buffers(bs)
+	if _, err := bufs.WriteTo(sw.conn); err != nil {
+		sw.broken = true
+		resetOnClose(sw.conn)
+		return false
+	}
+	return true
 }
