@@ -19,7 +19,7 @@ func TestRedisOutageLogIsJSON(t *testing.T) {
 		"ASYNCSTATUS_REDIS_URL":              dead,
 		"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET": strings.Repeat("s", 32),
 		"ASYNCSTATUS_WEBHOOKS_SECRET_KEY":    strings.Repeat("k", 43) + "=",
-		"ASYNCSTATUS_RATE_LIMIT_ENABLED":     "false",
+		"ASYNCSTATUS_RATELIMIT_ENABLED":      "false",
 	})
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), `"component":"go-redis"`); time.Sleep(50 * time.Millisecond) {
 		get(t, base+"/readyz")

@@ -79,6 +79,7 @@ func (s *Server) stream(c *fiber.Ctx) error {
 	if last == current {
 		sw.sent = r.Version
 	}
+	sw.frameFirst(r)
 	if !s.detachStream(c, sw, func() {
 		if held {
 			s.opts.Metrics.StreamOpen(1)
@@ -89,11 +90,7 @@ func (s *Server) stream(c *fiber.Ctx) error {
 	}) {
 		release() // stopping: the current state, and the end
 		c.Set(fiber.HeaderConnection, "close")
-		body := "retry: 2000\n\n"
-		if r.Version > sw.sent {
-			body += string(sw.eventBytes(r))
-		}
-		return c.SendString(body)
+		return c.SendString(string(sw.firstBody))
 	}
 	return nil
 }
@@ -102,8 +99,9 @@ func (s *Server) stream(c *fiber.Ctx) error {
 // (Hijack), as park does for a long poll, so that neither fasthttp's worker
 // goroutine, its read buffer and request context, nor the pipe and extra
 // goroutine of its body stream writer stay with a stream for its ten
-// minutes: the stream writes its chunks on the socket itself, with one
-// scratch buffer. It writes the headers set so far, runs run, ends the
+// minutes: the stream writes its chunks on the socket itself. run writes
+// the headers set so far with the first chunk (sw.first), and the rest; then
+// the stream ends the
 // chunked body and closes the connection (Connection: close: the client's
 // next call opens a new one). false once the server is stopping.
 func (s *Server) detachStream(c *fiber.Ctx, sw *sseWriter, run func()) bool {
@@ -125,16 +123,16 @@ func (s *Server) detachStream(c *fiber.Ctx, sw *sseWriter, run func()) bool {
 	h.SetContentLength(-1) // chunked
 	h.SetConnectionClose()
 	h.Set(fiber.HeaderDate, string(fasthttp.AppendHTTPDate(nil, time.Now())))
-	head := h.Header()
+	// one write for the headers and the first chunk, in a slice of its own
+	sw.first = append(append([]byte(nil), h.Header()...), sw.first...)
+	sw.firstBody = nil
 	rc.HijackSetNoResponse(true)
 	rc.Hijack(func(net.Conn) {
 		go func() {
 			defer s.parkedWaits.Done()
-			if sw.write(head) {
-				run()
-				if !sw.broken {
-					sw.write([]byte("0\r\n\r\n"))
-				}
+			run()
+			if !sw.broken {
+				sw.write([]byte("0\r\n\r\n"))
 			}
 			_ = sw.conn.Close()
 		}()
@@ -155,10 +153,13 @@ func (s *Server) streamWriteTimeout() time.Duration {
 // runStream writes the events of one stream. wa is nil when no slot was
 // free: the client gets the current state and resumes later.
 func (s *Server) runStream(sw *sseWriter, wa domain.Watch, r *domain.Request) {
-	sw.raw("retry: 2000\n\n")
-	if !sw.event(r) || r.Done || wa == nil {
+	// The first chunk (retry and the current state) was framed on the
+	// handler's goroutine (stream): encoding it here would grow this
+	// goroutine's stack for as long as the stream is held.
+	if !sw.write(sw.first) || r.Done || wa == nil {
 		return
 	}
+	sw.first = nil
 	// Both ends of a stream's time come from the shared beat: it ends at the
 	// first beat after wait.stream_max.
 	end := time.Now().Add(s.opts.Wait.StreamMax)
@@ -179,7 +180,7 @@ func (s *Server) runStream(sw *sseWriter, wa domain.Watch, r *domain.Request) {
 				return
 			}
 			// the write is what tells that the client left
-			if !sw.raw(": keep-alive\n\n") {
+			if !sw.write([]byte(keepAliveChunk)) {
 				return
 			}
 		case <-s.stopping:
@@ -191,17 +192,38 @@ func (s *Server) runStream(sw *sseWriter, wa domain.Watch, r *domain.Request) {
 // sseWriter writes Server-Sent Events as the chunks of a chunked body, on a
 // stream's detached connection.
 type sseWriter struct {
-	conn    net.Conn
-	timeout time.Duration
-	sent    int64 // the version of the last event written
-	broken  bool  // a write failed: the connection was reset
-	buf     []byte
-	js      []byte // the event's JSON, before it is framed
+	conn      net.Conn
+	timeout   time.Duration
+	sent      int64 // the version of the last event written
+	broken    bool  // a write failed: the connection was reset
+	first     []byte
+	firstBody []byte // the body of the first chunk (retry, and the current state unless sent)
+	buf       []byte
+	js        []byte // the event's JSON, before it is framed
 }
 
-// maxKeptBuf bounds the scratch space a stream keeps between events: a large
-// event's buffers are dropped after it, so that a held stream costs little.
-const maxKeptBuf = 4 << 10
+// frameFirst frames the stream's first chunk: the retry field, and r unless
+// its version was sent already.
+func (sw *sseWriter) frameFirst(r *domain.Request) {
+	body := []byte("retry: 2000\n\n")
+	if r.Version > sw.sent {
+		if b := sw.eventBytes(r); b != nil {
+			body = append(body, b...)
+			sw.sent = r.Version
+		}
+	}
+	sw.firstBody = body
+	sw.first = appendChunk(nil, body)
+	sw.buf, sw.js = nil, nil
+}
+
+// appendChunk appends b as one chunk of a chunked body.
+func appendChunk(dst, b []byte) []byte {
+	dst = strconv.AppendInt(dst, int64(len(b)), 16)
+	dst = append(dst, "\r\n"...)
+	dst = append(dst, b...)
+	return append(dst, "\r\n"...)
+}
 
 // event writes r as an event unless its version was already sent; false
 // when the client is gone.
@@ -215,12 +237,8 @@ func (sw *sseWriter) event(r *domain.Request) bool {
 	}
 	sw.sent = r.Version
 	ok := sw.chunk(b)
-	if cap(sw.buf) > maxKeptBuf {
-		sw.buf = nil
-	}
-	if cap(sw.js) > maxKeptBuf {
-		sw.js = nil
-	}
+	// events are rare: a held stream keeps no scratch space between them
+	sw.buf, sw.js = nil, nil
 	return ok
 }
 
@@ -243,26 +261,23 @@ func (sw *sseWriter) eventBytes(r *domain.Request) []byte {
 	return b
 }
 
-func (sw *sseWriter) raw(s string) bool { return sw.chunk([]byte(s)) }
+// keepAliveChunk is a stream's keep-alive comment, as a chunk.
+const keepAliveChunk = "e\r\n: keep-alive\n\n\r\n"
 
 // chunk writes b as one chunk of the body.
-func (sw *sseWriter) chunk(b []byte) bool {
-	var size [24]byte
-	n := strconv.AppendInt(size[:0], int64(len(b)), 16)
-	n = append(n, "\r\n"...)
-	return sw.write(n, b, []byte("\r\n"))
-}
+func (sw *sseWriter) chunk(b []byte) bool { return sw.write(appendChunk(nil, b)) }
 
-// write writes bs on the connection within the write timeout; a failed
+// write writes b on the connection within the write timeout; a failed
 // write (a client that stopped reading, or left) resets the connection, so
 // that what is still queued does not stay in the kernel (stream_socket.go).
-func (sw *sseWriter) write(bs ...[]byte) bool {
+// One plain Write: a held stream's goroutine keeps the stack its deepest
+// call grew, and writev's is larger.
+func (sw *sseWriter) write(b []byte) bool {
 	if sw.broken {
 		return false
 	}
 	_ = sw.conn.SetWriteDeadline(time.Now().Add(sw.timeout))
-	bufs := net.Buffers(bs)
-	if _, err := bufs.WriteTo(sw.conn); err != nil {
+	if _, err := sw.conn.Write(b); err != nil {
 		sw.broken = true
 		resetOnClose(sw.conn)
 		return false
