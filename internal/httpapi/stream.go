@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"net"
 	"strconv"
 	"time"
@@ -198,8 +199,6 @@ type sseWriter struct {
 	broken    bool  // a write failed: the connection was reset
 	first     []byte
 	firstBody []byte // the body of the first chunk (retry, and the current state unless sent)
-	buf       []byte
-	js        []byte // the event's JSON, before it is framed
 }
 
 // frameFirst frames the stream's first chunk: the retry field, and r unless
@@ -214,7 +213,6 @@ func (sw *sseWriter) frameFirst(r *domain.Request) {
 	}
 	sw.firstBody = body
 	sw.first = appendChunk(nil, body)
-	sw.buf, sw.js = nil, nil
 }
 
 // appendChunk appends b as one chunk of a chunked body.
@@ -231,41 +229,57 @@ func (sw *sseWriter) event(r *domain.Request) bool {
 	if r.Version <= sw.sent {
 		return true
 	}
-	b := sw.eventBytes(r)
-	if b == nil {
-		return false
-	}
-	sw.sent = r.Version
-	ok := sw.chunk(b)
-	// events are rare: a held stream keeps no scratch space between them
-	sw.buf, sw.js = nil, nil
-	return ok
-}
-
-// eventBytes frames r as one event (in sw.buf, after room for the chunk
-// size); nil when r cannot be encoded.
-func (sw *sseWriter) eventBytes(r *domain.Request) []byte {
-	js, err := wire.AppendRequest(sw.js[:0], r)
-	if err != nil {
-		return nil
-	}
-	sw.js = js
-	b := append(sw.buf[:0], "id: "...)
+	// One buffer for the whole chunk, its size written into the room left
+	// before it: a stream blocked on a client that stopped reading holds
+	// its event until the write timeout, and a second or third copy of a
+	// large one would be held as long.
+	const room = 10 // hex digits of the size, and CRLF
+	b := append(make([]byte, room, room+1024), "id: "...)
 	b = strconv.AppendInt(b, r.Version, 10)
 	b = append(b, "\nevent: request\n"...)
-	// Compact JSON has no raw line end, but the data field does not rely on
-	// what the encoder of a stored member wrote: a CR would start a field.
-	b = sse.AppendData(b, js)
+	b, ok := appendEventData(b, r)
+	if !ok {
+		return false
+	}
+	b = append(b, "\n\r\n"...)
+	var size [room]byte
+	n := append(strconv.AppendInt(size[:0], int64(len(b)-room-2), 16), "\r\n"...)
+	b = b[room-len(n):]
+	copy(b, n)
+	sw.sent = r.Version
+	return sw.write(b)
+}
+
+// eventBytes frames r as one event; nil when r cannot be encoded.
+func (sw *sseWriter) eventBytes(r *domain.Request) []byte {
+	b := append([]byte("id: "), strconv.FormatInt(r.Version, 10)...)
+	b = append(b, "\nevent: request\n"...)
+	b, ok := appendEventData(b, r)
+	if !ok {
+		return nil
+	}
+	return append(b, '\n')
+}
+
+// appendEventData appends r's JSON as the event's data field. Compact JSON
+// has no raw line end, but the data field does not rely on what the encoder
+// of a stored member wrote: a CR would start a field (internal/sse).
+func appendEventData(b []byte, r *domain.Request) ([]byte, bool) {
+	start := len(b)
+	b = append(b, "data: "...)
+	b, err := wire.AppendRequest(b, r)
+	if err != nil {
+		return nil, false
+	}
 	b = append(b, '\n')
-	sw.buf = b
-	return b
+	if js := b[start+len("data: ") : len(b)-1]; bytes.ContainsAny(js, "\r\n") {
+		return append(b[:start], sse.AppendData(nil, js)...), true
+	}
+	return b, true
 }
 
 // keepAliveChunk is a stream's keep-alive comment, as a chunk.
 const keepAliveChunk = "e\r\n: keep-alive\n\n\r\n"
-
-// chunk writes b as one chunk of the body.
-func (sw *sseWriter) chunk(b []byte) bool { return sw.write(appendChunk(nil, b)) }
 
 // write writes b on the connection within the write timeout; a failed
 // write (a client that stopped reading, or left) resets the connection, so
