@@ -81,13 +81,14 @@ func (s *Server) stream(c *fiber.Ctx) error {
 		sw.sent = r.Version
 	}
 	sw.frameFirst(r)
+	done := r.Done // the stream keeps no copy of the request it framed
 	if !s.detachStream(c, sw, func() {
 		if held {
 			s.opts.Metrics.StreamOpen(1)
 			defer s.opts.Metrics.StreamOpen(-1)
 			defer release()
 		}
-		s.runStream(sw, wa, r)
+		s.runStream(sw, wa, done)
 	}) {
 		release() // stopping: the current state, and the end
 		c.Set(fiber.HeaderConnection, "close")
@@ -101,10 +102,10 @@ func (s *Server) stream(c *fiber.Ctx) error {
 // goroutine, its read buffer and request context, nor the pipe and extra
 // goroutine of its body stream writer stay with a stream for its ten
 // minutes: the stream writes its chunks on the socket itself. run writes
-// the headers set so far with the first chunk (sw.first), and the rest; then
-// the stream ends the
-// chunked body and closes the connection (Connection: close: the client's
-// next call opens a new one). false once the server is stopping.
+// the headers set so far with the first chunk (sw.first), then the rest;
+// then the chunked body is ended and the connection closed (Connection:
+// close: the client's next call opens a new one). false once the server is
+// stopping.
 func (s *Server) detachStream(c *fiber.Ctx, sw *sseWriter, run func()) bool {
 	s.parkMu.Lock()
 	select {
@@ -151,13 +152,15 @@ func (s *Server) streamWriteTimeout() time.Duration {
 	return 10 * time.Second
 }
 
-// runStream writes the events of one stream. wa is nil when no slot was
-// free: the client gets the current state and resumes later.
-func (s *Server) runStream(sw *sseWriter, wa domain.Watch, r *domain.Request) {
+// runStream writes the events of one stream: the first chunk, framed
+// already, then one event per change. wa is nil when no slot was free: the
+// client gets the current state and resumes later; done: that state was
+// terminal.
+func (s *Server) runStream(sw *sseWriter, wa domain.Watch, done bool) {
 	// The first chunk (retry and the current state) was framed on the
 	// handler's goroutine (stream): encoding it here would grow this
 	// goroutine's stack for as long as the stream is held.
-	if !sw.write(sw.first) || r.Done || wa == nil {
+	if !sw.write(sw.first) || done || wa == nil {
 		return
 	}
 	sw.first = nil
