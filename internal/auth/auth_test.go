@@ -222,8 +222,10 @@ func TestKeyCacheEvictsOne(t *testing.T) {
 	}
 }
 
-// TestKeyCheckIsCRC32C: the check is the CRC-32C of the 63 characters before
-// it, in the id's base32 alphabet (docs/design.md), and costs no allocation.
+// TestKeyCheckIsCRC32C: the legacy check (auth.NewKey, as keys were issued
+// before the keyed one) is the CRC-32C of the 63 characters before it, in
+// the id's base32 alphabet (docs/design.md), and a cached key costs no
+// allocation.
 func TestKeyCheckIsCRC32C(t *testing.T) {
 	plain, _, err := auth.NewKey("acme", domain.ScopeRead, "t", time.Now())
 	if err != nil {
