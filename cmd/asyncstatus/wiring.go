@@ -240,6 +240,13 @@ func pollSecret(cfg config.Config) ([]byte, error) {
 	return b, nil
 }
 
+// newAuthenticator checks credentials with the configured secrets and key
+// policy; pollSecret is serveSecrets' (random with the embedded store).
+func newAuthenticator(cfg config.Config, keys auth.KeyStore, pollSecret []byte) *auth.Authenticator {
+	return auth.NewWithOptions(keys, auth.Options{PollSecret: pollSecret, KeyCheckSecret: []byte(cfg.Auth.KeyCheckSecret),
+		CacheTTL: cfg.Auth.KeyCacheTTL, RefuseLegacyKeys: !cfg.Auth.AcceptLegacyKeys})
+}
+
 // newMetrics makes the metrics on a registry of their own, with the Go runtime
 // and process collectors, and names this build.
 func newMetrics(build buildinfo.Info) (*metrics.Metrics, error) {
