@@ -144,13 +144,27 @@ func isHexColonDot(c byte) bool {
 func (s *Server) requestURL(c *fiber.Ctx, id string) string {
 	base := strings.TrimRight(s.opts.PublicURL, "/")
 	if base == "" {
-		host := c.Hostname()
+		host := c.Hostname() // X-Forwarded-Host only from a trusted proxy
 		if !saneHost(host) {
 			host = "localhost"
 		}
-		base = c.Protocol() + "://" + host
+		base = scheme(c) + "://" + host
 	}
 	return base + "/v1/requests/" + id
+}
+
+// scheme is the scheme clients reach the service by: https over TLS, else
+// what a trusted proxy says in X-Forwarded-Proto when that is http or https
+// (a Location of "javascript:" would run in a browser that follows it), else
+// http.
+func scheme(c *fiber.Ctx) string {
+	p := strings.TrimSpace(c.Protocol())
+	switch {
+	case strings.EqualFold(p, "https"):
+		return "https"
+	default:
+		return "http"
+	}
 }
 
 func (s *Server) schedule(typ string) []int {

@@ -201,7 +201,7 @@ func (s *Server) authenticate(need domain.Scopes, pollToken bool, limit RateLimi
 			if !ok {
 				return domain.Errorf(domain.Unauthenticated, "A valid API key is required: Authorization: Bearer <key>.")
 			}
-			p, err = s.auth.APIKey(c.UserContext(), key)
+			p, err = s.auth.APIKeyFrom(c.UserContext(), key, s.clientAddr(c))
 		case tok != "":
 			p, err = s.auth.PollTokenPrincipal(tok, c.Params("id"))
 		default:

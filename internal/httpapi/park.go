@@ -25,6 +25,7 @@ import (
 type parkedWait struct {
 	s       *Server
 	wa      domain.Watch
+	slot    *slot
 	r       *domain.Request
 	applied int
 	match   string // If-None-Match
@@ -42,7 +43,7 @@ type parkedWait struct {
 // park hands the wait of c to a parkedWait; the handler then returns, and
 // fasthttp writes nothing (HijackSetNoResponse). false once the server is
 // stopping: the caller answers at once.
-func (s *Server) park(c *fiber.Ctx, wa domain.Watch, r *domain.Request, applied int, match string) bool {
+func (s *Server) park(c *fiber.Ctx, wa domain.Watch, sl *slot, r *domain.Request, applied int, match string) bool {
 	s.parkMu.Lock()
 	select {
 	case <-s.stopping:
@@ -54,7 +55,7 @@ func (s *Server) park(c *fiber.Ctx, wa domain.Watch, r *domain.Request, applied 
 	s.parkMu.Unlock()
 	rc := c.Context()
 	st := s.state(c)
-	pw := &parkedWait{s: s, wa: wa, r: r, applied: applied, match: utils.CopyString(match), conn: rc.Conn(),
+	pw := &parkedWait{s: s, wa: wa, slot: sl, r: r, applied: applied, match: utils.CopyString(match), conn: rc.Conn(),
 		uri: utils.CopyString(c.OriginalURL()), origin: utils.CopyString(c.Get(fiber.HeaderOrigin)),
 		head: rc.IsHead(), id: st.id, who: copyPrincipal(st.principal),
 		start: st.start}
@@ -81,7 +82,7 @@ func (pw *parkedWait) run() {
 	r, gone, err := s.waitFor(pw.wa, hw, pw.r)
 	s.clock.release(hw)
 	pw.wa.Close()
-	s.releaseSlot()
+	s.releaseSlot(pw.slot)
 	s.opts.Metrics.LongPollHeld(-1)
 	pw.answer(r, err, gone)
 	_ = pw.conn.Close()
