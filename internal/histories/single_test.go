@@ -44,10 +44,7 @@ func TestHistorySingleRedis(t *testing.T) {
 				w.rec.fault(Window{Serve: 0, From: from, To: time.Now().Add(time.Second), What: "partition-reset"})
 			},
 		}
-		gap := d / time.Duration(len(steps)+1)
-		if gap > 4*time.Second {
-			gap = 4 * time.Second
-		}
+		gap := min(d/time.Duration(3*len(steps)), 4*time.Second)
 		for i := 0; ctx.Err() == nil; i++ {
 			if !sleep(ctx, gap) {
 				return

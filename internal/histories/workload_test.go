@@ -52,20 +52,20 @@ const wakeBound = 2 * time.Second
 // (so that nothing but the clients moves a request), quiet logs.
 func baseEnv() map[string]string {
 	return map[string]string{
-		"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET":        strings.Repeat("f", 32),
-		"ASYNCSTATUS_WEBHOOKS_SECRET_KEY":           strings.Repeat("w", 32),
-		"ASYNCSTATUS_REDIS_OP_TIMEOUT":              "500ms",
-		"ASYNCSTATUS_RATELIMIT_ENABLED":             "false",
-		"ASYNCSTATUS_POLLING_SCHEDULE":              "1s",
-		"ASYNCSTATUS_LIFECYCLE_SWEEP_INTERVAL":      "1s",
-		"ASYNCSTATUS_LIFECYCLE_QUEUED_TIMEOUT":      "1h",
-		"ASYNCSTATUS_LIFECYCLE_PROCESSING_TIMEOUT":  "1h",
-		"ASYNCSTATUS_RETENTION_TERMINAL":            "1h",
-		"ASYNCSTATUS_IDEMPOTENCY_TTL":               "1h",
-		"ASYNCSTATUS_AUTH_KEY_CACHE_TTL":            "5m",
-		"ASYNCSTATUS_HTTP_SHUTDOWN_TIMEOUT":         "5s",
-		"ASYNCSTATUS_LOG_FORMAT":                    "text",
-		"ASYNCSTATUS_LOG_LEVEL":                     "warn",
+		"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET":       strings.Repeat("f", 32),
+		"ASYNCSTATUS_WEBHOOKS_SECRET_KEY":          strings.Repeat("w", 32),
+		"ASYNCSTATUS_REDIS_OP_TIMEOUT":             "500ms",
+		"ASYNCSTATUS_RATELIMIT_ENABLED":            "false",
+		"ASYNCSTATUS_POLLING_SCHEDULE":             "1s",
+		"ASYNCSTATUS_LIFECYCLE_SWEEP_INTERVAL":     "1s",
+		"ASYNCSTATUS_LIFECYCLE_QUEUED_TIMEOUT":     "1h",
+		"ASYNCSTATUS_LIFECYCLE_PROCESSING_TIMEOUT": "1h",
+		"ASYNCSTATUS_RETENTION_TERMINAL":           "1h",
+		"ASYNCSTATUS_IDEMPOTENCY_TTL":              "1h",
+		"ASYNCSTATUS_AUTH_KEY_CACHE_TTL":           "5m",
+		"ASYNCSTATUS_HTTP_SHUTDOWN_TIMEOUT":        "5s",
+		"ASYNCSTATUS_LOG_FORMAT":                   "text",
+		"ASYNCSTATUS_LOG_LEVEL":                    "warn",
 	}
 }
 
@@ -820,7 +820,7 @@ func (v verdict) log(t *testing.T, name string, wall time.Duration) {
 		}
 		t.Logf("history of %s, not linearizable:%s", id, b.String())
 	}
-	if len(v.illegal) > 0 {
+	if len(v.anomalies) > 0 {
 		for _, f := range v.windows {
 			t.Logf("fault %s on serve %d: %s .. %s", f.What, f.Serve, f.From.Format("15:04:05.000"), f.To.Format("15:04:05.000"))
 		}

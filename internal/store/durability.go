@@ -173,12 +173,10 @@ func (s *Store) runWaited(ctx context.Context, sc *script, keys []string, args [
 			return reply{}, s.scriptFailed(sc, err)
 		}
 		pipe := node.Pipeline()
-		var run *redis.Cmd
-		if eval {
-			run = sc.Eval(ctx, pipe, keys, args...)
-		} else {
-			run = sc.EvalSha(ctx, pipe, keys, args...)
-		}
+		// Sent once (onceCmd): a pipeline that holds it is never resent by
+		// go-redis, so a write whose answer was lost cannot run twice.
+		run := scriptCmd(ctx, sc, eval, keys, args)
+		_ = pipe.Process(ctx, onceCmd{run})
 		if barrier != "" {
 			pipe.Set(ctx, barrier, "1", barrierTTL)
 		}
