@@ -320,6 +320,7 @@ func (a Anomaly) String() string { return a.Kind + " " + a.ID + ": " + a.Detail 
 // The kinds of anomaly the checks name.
 const (
 	AnomalyLostWrite       = "lost-acknowledged-write" // a read after an acknowledged write saw an older state, or none
+	AnomalyReadRegressed   = "read-regressed"          // a read saw an older state than an earlier read (a write seen, then lost)
 	AnomalyTwoWinners      = "two-terminal-winners"    // two terminal transitions acknowledged on one request
 	AnomalyTerminalChanged = "terminal-changed"        // two different terminal states observed
 	AnomalyStreamOrder     = "stream-version-regressed"
@@ -367,6 +368,20 @@ func Explain(ops []Op) []Anomaly {
 			}
 			sort.Strings(ss)
 			out = append(out, Anomaly{AnomalyTerminalChanged, id, strings.Join(ss, "; ")})
+		}
+		var reads []Op
+		for _, r := range l {
+			if (r.Kind == Poll || r.Kind == LongPoll || r.Kind == Event) && r.Outcome == OK {
+				reads = append(reads, r)
+			}
+		}
+		for _, r2 := range reads {
+			for _, r1 := range reads {
+				if r1.Return.Before(r2.Call) && r2.Version < r1.Version {
+					out = append(out, Anomaly{AnomalyReadRegressed, id, fmt.Sprintf("%s, after %s", r2, r1)})
+					break
+				}
+			}
 		}
 		deleteCalled := time.Time{}
 		for _, op := range l {
