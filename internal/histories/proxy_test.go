@@ -90,7 +90,10 @@ func (p *proxy) pipe(src, dst net.Conn) {
 				p.mu.Lock()
 				mode, delay, stopped := p.mode, p.delay, p.stopped
 				p.mu.Unlock()
-				if mode == "blackhole" && !stopped {
+				if stopped {
+					return // what was held is dropped with the connections
+				}
+				if mode == "blackhole" {
 					time.Sleep(10 * time.Millisecond) // held until the partition heals
 					continue
 				}
