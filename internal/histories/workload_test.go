@@ -592,9 +592,13 @@ func (w *world) listWalk(tenant string, serve int) walk {
 			Items      []rep   `json:"items"`
 			NextCursor *string `json:"next_cursor"`
 		}
-		b, _ := io.ReadAll(res.Body)
+		b, err := io.ReadAll(res.Body)
 		res.Body.Close()
 		cancel()
+		if err != nil { // cut (a serve killed, a timeout): an incomplete walk
+			wk.end = time.Now()
+			return wk
+		}
 		if res.StatusCode != 200 {
 			if res.StatusCode != 503 {
 				w.t.Errorf("list of %s: %d %s", tenant, res.StatusCode, b)
