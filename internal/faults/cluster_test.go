@@ -44,7 +44,29 @@ func TestClusterFailover(t *testing.T) {
 	stopLoad := l.run(workers)
 	time.Sleep(3 * time.Second)
 
+	// Requests kept non-terminal, whose heartbeats are writes on every master
+	// all along: the load's own writes on the killed master's requests may all
+	// be finished before the kill.
+	var probes []string
+	for range 24 {
+		a, _ := l.c.do(request{op: "create", tenant: "acme", method: "POST", path: "/v1/requests", key: l.keys["acme"],
+			body: `{"type":"fault.probe"}`})
+		if a.code != 202 {
+			t.Fatalf("creating a probe request: %s", a)
+		}
+		probes = append(probes, a.id)
+	}
 	holder := requestHolders(t, cl)
+	var onIt []string
+	for _, id := range probes {
+		if holder[id] == victim {
+			onIt = append(onIt, id)
+		}
+	}
+	if len(onIt) == 0 {
+		t.Fatalf("none of %d probe requests is on %s", len(probes), victim)
+	}
+	stopHeartbeats := heartbeats(l, "acme", onIt, 100*time.Millisecond)
 	cl.Node(victim).Stop()
 	killed := time.Now()
 	for m := cl.MasterOf("{acme}"); m == victim || m == ""; m = cl.MasterOf("{acme}") {
@@ -68,6 +90,7 @@ func TestClusterFailover(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(time.Second)
+	stopHeartbeats()
 	stopLoad()
 	stopProbe()
 	svc.alive()
@@ -161,6 +184,27 @@ func TestClusterFailover(t *testing.T) {
 	if err := svc.terminate(); err != nil {
 		t.Errorf("exit after SIGTERM: %v, want status 0", err)
 	}
+}
+
+// heartbeats sends a processing heartbeat to each of ids, one after the
+// other, every interval, until stopped.
+func heartbeats(l *load, tenant string, ids []string, every time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			for _, id := range ids {
+				l.c.do(request{op: "processing", tenant: tenant, method: "POST", path: "/v1/requests/" + id + "/processing",
+					key: l.keys[tenant], body: `{}`})
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(every):
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // uuidRE finds request ids in key names.
