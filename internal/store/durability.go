@@ -198,9 +198,14 @@ func (s *Store) runWaited(ctx context.Context, sc *script, keys []string, args [
 			return reply{}, s.scriptFailed(sc, err)
 		}
 		r, err := decodeReply(v)
-		if err != nil || !writeOutcome(r.code) {
+		if err != nil || !(writeOutcome(r.code) || r.code == codeTerminal) {
 			return r, err
 		}
+		// A write outcome, or ALREADY_TERMINAL: its 409 tells the caller that the
+		// request is over and how, and that state may be a write the replicas do
+		// not have yet (one answered 503). It is answered once WAIT confirms
+		// everything the master applied (the barrier), so that no failover can
+		// lose the terminal state a 409 named.
 		n, err := wait.Result()
 		if err != nil {
 			if isRedisDown(err) {
