@@ -97,7 +97,7 @@ func TestHistorySentinel(t *testing.T) {
 			}
 			if n := len(v.lin.Illegal); n > 0 {
 				t.Logf("with wait_replicas 1, %d requests are not linearizable (%d reads regressed, %d saw two terminal states): "+
-					"reads, long polls, streams and 409 answers showed writes answered 503 (applied on the old master, never "+
+					"reads, long polls and streams showed writes answered 503 (applied on the old master, never "+
 					"replicated) that the failover then lost; reads do not wait for replicas (docs/reliability.md)",
 					n, kinds[AnomalyReadRegressed], kinds[AnomalyTerminalChanged])
 			}
