@@ -1,7 +1,7 @@
 # The history test (internal/histories, docs/reliability.md): concurrent clients of
 # several `serve` processes on a single Redis, a Sentinel pair and a Cluster, faults
 # injected, every history checked against a model of the lifecycle. `go test ./...`
-# (CI) runs its short version; `make histories` the long one (about 5 minutes, without
+# (CI) runs its short version; `make histories` the long one (about 4 minutes, without
 # -race so that more operations fit), writing its log and porcupine's visualisation of
 # any history that is not linearizable to $(HISTORIES_DIR). Not part of `make test`.
 .PHONY: histories
