@@ -22,6 +22,7 @@ func (s *Server) routes() {
 	v1.Post("/requests", s.authedCounted(domain.ScopeWrite, false), s.create)
 	v1.Get("/requests", s.authedCounted(domain.ScopeRead, false), s.list) // API keys only: poll tokens cannot list
 	v1.Get("/requests/:id", s.authedPoll(), s.poll)
+	v1.Get("/requests/:id/operation", s.authedPoll(), s.monitor) // Azure status monitor (azure.go)
 	v1.Get("/requests/:id/events", s.authedCounted(domain.ScopeRead, true), s.events)
 	if s.opts.Waits != nil { // spec §12 (stream.go)
 		v1.Get("/requests/:id/stream", streamHeaders, s.authedStream(), s.stream)
@@ -31,6 +32,8 @@ func (s *Server) routes() {
 	v1.Post("/requests/:id/fail", s.authedCounted(domain.ScopeWrite, false), s.fail)
 	v1.Post("/requests/:id/cancel", s.authedCounted(domain.ScopeWrite, false), s.cancel)
 	v1.Delete("/requests/:id", s.authedCounted(domain.ScopeAdmin, false), s.remove)
+
+	s.googleRoutes(v1) // Google Operations (google.go): after §4's routes, which match first
 
 	if s.opts.Webhooks != nil { // webhooks.enabled (spec §10; webhooks.go)
 		v1.Post("/webhooks", s.authedCounted(domain.ScopeAdmin, false), s.registerWebhook)
