@@ -22,6 +22,7 @@ var wantFailureCode = map[domain.Status]string{
 // answer, ends with the representation for a succeeded request and with a
 // ResponseError naming the failure for a failed, cancelled or expired one.
 func TestAzureGoPoller(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, s *service) {
 		for _, end := range ends {
 			t.Run(string(end), func(t *testing.T) {

@@ -92,6 +92,7 @@ func (s *service) createOf(t *testing.T, typ string) string {
 // lists (with a filter, across pages), cancels and deletes operations, and
 // decodes their metadata and response with the repository's .proto files.
 func TestGoogleOperationsClient(t *testing.T) {
+	t.Parallel()
 	if err := registerProtos(); err != nil {
 		t.Fatalf("compile api/proto: %v", err)
 	}

@@ -59,6 +59,7 @@ func runScript(ctx context.Context, t *testing.T, dir string, argv []string, s *
 	t.Helper()
 	cmd := exec.CommandContext(ctx, argv[0], append(argv[1:], s.URL, s.Keys["rw"], typ)...)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1") // nothing written into the source tree
 	cmd.WaitDelay = 5 * time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -109,6 +110,7 @@ func driveScript(t *testing.T, name, dir string, argv []string) {
 // the create answer, resolves to the request when it succeeded and rejects
 // when it failed, expired or was cancelled.
 func TestAzureJavaScriptPoller(t *testing.T) {
+	t.Parallel()
 	driveScript(t, "js", "js", nodeCommand(t))
 }
 
@@ -116,5 +118,6 @@ func TestAzureJavaScriptPoller(t *testing.T) {
 // PipelineClient returns the request when it succeeded and raises when it
 // failed, expired or was cancelled.
 func TestAzurePythonPoller(t *testing.T) {
+	t.Parallel()
 	driveScript(t, "py", "python", pythonCommand(t))
 }
