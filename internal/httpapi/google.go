@@ -26,17 +26,19 @@ import (
 
 // googleRoutes registers the Operations routes on v1.
 func (s *Server) googleRoutes(v1 fiber.Router) {
-	v1.Get("/operations", s.googleFace, s.authedCounted(domain.ScopeRead, false), s.listOperations)
-	v1.Get("/operations/:id", s.googleFace, s.authedPoll(), s.getOperation)
-	v1.Delete("/operations/:id", s.googleFace, s.authedCounted(domain.ScopeAdmin, false), s.deleteOperation)
-	v1.Post(`/operations/:id\:cancel`, s.googleFace, s.authedCounted(domain.ScopeWrite, false), s.cancelOperation)
-	v1.Post(`/operations/:id\:wait`, s.googleFace, s.authedCounted(domain.ScopeRead, true), s.waitOperation)
+	v1.Get("/operations", s.authedCounted(domain.ScopeRead, false), s.listOperations)
+	v1.Get("/operations/:id", s.authedPoll(), s.getOperation)
+	v1.Delete("/operations/:id", s.authedCounted(domain.ScopeAdmin, false), s.deleteOperation)
+	v1.Post(`/operations/:id\:cancel`, s.authedCounted(domain.ScopeWrite, false), s.cancelOperation)
+	v1.Post(`/operations/:id\:wait`, s.authedCounted(domain.ScopeRead, true), s.waitOperation)
 }
 
-// googleFace makes the errors of the route AIP-193 errors (writeGoogleError).
-func (s *Server) googleFace(c *fiber.Ctx) error {
-	s.state(c).google = true
-	return c.Next()
+// googlePath reports whether path is under /v1/operations, whose every error
+// answer, those refused before any route too (a body over the limit), is an
+// AIP-193 error (writeGoogleError) rather than a problem.
+func googlePath(path string) bool {
+	const p = "/v1/operations"
+	return strings.HasPrefix(path, p) && (len(path) == len(p) || path[len(p)] == '/')
 }
 
 // getOperation answers GET /v1/operations/{id}: a poll in the Operation view.

@@ -42,8 +42,6 @@ type reqState struct {
 	parked bool
 	// rate receives the rate limit a store call counted (countedRate).
 	rate domain.RateInfo
-	// google: errors are answered as AIP-193 errors, not problems (google.go).
-	google bool
 	// base overrides the URLs' base (baseURL) of a parked answer.
 	base string
 }

@@ -111,7 +111,7 @@ func (pw *parkedWait) answer(r *domain.Request, err error, gone bool) {
 	pw.header.CopyTo(&rc.Response.Header)
 	c := s.app.AcquireCtx(&rc)
 	defer s.app.ReleaseCtx(c)
-	st := &reqState{id: pw.id, principal: pw.who, base: pw.base, google: pw.view == viewOperation}
+	st := &reqState{id: pw.id, principal: pw.who, base: pw.base}
 	c.Locals(localState, st)
 	if err != nil {
 		s.answerError(c, err)

@@ -94,7 +94,7 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		}
 	}
 	s.cors.setHeaders(c) // also for errors fasthttp raises before any middleware
-	if st, ok := c.Locals(localState).(*reqState); ok && st.google {
+	if googlePath(c.Path()) {
 		return s.writeGoogleError(c, de, info.status) // the Operations routes (google.go)
 	}
 	instance := c.OriginalURL()
