@@ -20,18 +20,8 @@ import (
 // Operations named "operations/{id}", with the same credentials, scopes,
 // pacing, rate limits and 404s as §4, and errors as AIP-193 JSON.
 //
-// The custom verbs are routes of their own (":id\\:cancel": Fiber matches the
-// escaped colon literally and ends the parameter before it), registered after
-// every route of §4 so that the poll path matches as before.
-
-// googleRoutes registers the Operations routes on v1.
-func (s *Server) googleRoutes(v1 fiber.Router) {
-	v1.Get("/operations", s.authedCounted(domain.ScopeRead, false), s.listOperations)
-	v1.Get("/operations/:id", s.authedPoll(), s.getOperation)
-	v1.Delete("/operations/:id", s.authedCounted(domain.ScopeAdmin, false), s.deleteOperation)
-	v1.Post(`/operations/:id\:cancel`, s.authedCounted(domain.ScopeWrite, false), s.cancelOperation)
-	v1.Post(`/operations/:id\:wait`, s.authedCounted(domain.ScopeRead, true), s.waitOperation)
-}
+// The custom verbs are routes of their own (routes.go): in `:id\:cancel`
+// Fiber matches the escaped colon literally and ends the parameter before it.
 
 // googlePath reports whether path is under /v1/operations, whose every error
 // answer, those refused before any route too (a body over the limit), is an
