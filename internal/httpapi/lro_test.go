@@ -239,3 +239,29 @@ func scrape(t *testing.T, reg *prometheus.Registry) string {
 	}
 	return b.String()
 }
+
+// TestLROViewsOneRoundTrip: a poll of the status monitor or of the Operation
+// is one Redis round trip, as a poll of the request (the same read, paced and
+// counted in it), by API key and by poll token.
+func TestLROViewsOneRoundTrip(t *testing.T) {
+	e := newEnv(t, nil)
+	c := &testenv.RoundTrips{}
+	e.rdb.AddHook(c)
+	e.call("GET", "/v1/requests/"+unknownID, "", e.as("acme-r")...) // warms the key cache
+	for _, view := range []string{"", "/operation", "operations"} {
+		id, tok := e.mustCreate("acme-rw") // each caller's first poll: never early
+		path := "/v1/requests/" + id + view
+		if view == "operations" {
+			path = "/v1/operations/" + id
+		}
+		for _, cred := range [][]string{e.as("acme-r"), {"X-Poll-Token", tok}} {
+			before := c.Trips.Load()
+			if r := e.call("GET", path, "", cred...); r.code != 200 {
+				t.Fatalf("%s: %d %s", path, r.code, r.body)
+			}
+			if got := c.Trips.Load() - before; got != 1 {
+				t.Errorf("%s by %s: %d Redis round trips, want 1", path, cred[0], got)
+			}
+		}
+	}
+}
