@@ -136,7 +136,8 @@ func BenchmarkLROViews(b *testing.B) {
 	h := srv.App().Handler()
 	interleave(b, newLROCall("poll", h, "/v1/requests/"+benchID, key),
 		newLROCall("monitor", h, "/v1/requests/"+benchID+"/operation", key),
-		newLROCall("operation", h, "/v1/operations/"+benchID, key))
+		newLROCall("operation", h, "/v1/operations/"+benchID, key),
+		newLROCall("poll-again", h, "/v1/requests/"+benchID, key)) // the noise: the same call twice
 }
 
 // BenchmarkLRORouterCost: the poll on a server with the routes of §15 and on
@@ -144,8 +145,10 @@ func BenchmarkLROViews(b *testing.B) {
 func BenchmarkLRORouterCost(b *testing.B) {
 	with, key := lroBenchServer(b, nil)
 	without, key2 := lroBenchServer(b, httpapi.WithoutLRORoutes)
+	again, key3 := lroBenchServer(b, httpapi.WithoutLRORoutes)
 	interleave(b, newLROCall("without", without.App().Handler(), "/v1/requests/"+benchID, key2),
-		newLROCall("with", with.App().Handler(), "/v1/requests/"+benchID, key))
+		newLROCall("with", with.App().Handler(), "/v1/requests/"+benchID, key),
+		newLROCall("without-again", again.App().Handler(), "/v1/requests/"+benchID, key3)) // the noise: another server alike
 }
 
 // tempFile is a file for the access log in b's temporary directory.
