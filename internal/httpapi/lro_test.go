@@ -219,6 +219,20 @@ func TestLROAllow(t *testing.T) {
 			t.Errorf("PUT %s: Allow %q, want %q", path, r.h.Get("Allow"), want)
 		}
 	}
+	// An unknown verb is no route of its own: the path is an operation's
+	// name with a colon in it, which GET and DELETE take (and find nothing).
+	r := e.call("POST", "/v1/operations/"+unknownID+":frobnicate", "", e.as("acme-rw")...)
+	wantGoogleError(t, r, 405, "METHOD_NOT_ALLOWED")
+	if r.h.Get("Allow") != "DELETE, GET, HEAD" {
+		t.Errorf("POST :frobnicate: Allow %q", r.h.Get("Allow"))
+	}
+	id, _ := e.mustCreate("acme-rw")
+	wantGoogleError(t, e.call("GET", "/v1/operations/"+id+":cancel", "", e.as("acme-rw")...), 404, "NOT_FOUND")
+	// and the id of a verb route is the id alone
+	if r := e.call("POST", "/v1/operations/"+id+":wait", `{"timeout":"0s"}`, e.as("acme-rw")...); r.code != 200 ||
+		!strings.Contains(string(r.body), `"name":"operations/`+id+`"`) {
+		t.Errorf(":wait: %d %s", r.code, r.body)
+	}
 }
 
 func scrape(t *testing.T, reg *prometheus.Registry) string {
