@@ -279,3 +279,39 @@ func TestLROViewsOneRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestLRORateLimits: every answer of the new routes to a caller is counted
+// under its scope and carries RateLimit-* (spec §5), a :wait once; past the
+// limit, a Google route answers RESOURCE_EXHAUSTED with Retry-After.
+func TestLRORateLimits(t *testing.T) {
+	e := newEnv(t, nil)
+	lim := &fakeLimiter{left: 7}
+	e.srv = httpapi.New(e.st, auth.New(e.st, []byte("0123456789abcdef0123456789abcdef"), time.Second, e.clock.Now), lim, httpapi.Options{}, nil)
+	id, tok := e.mustCreate("acme-rw")
+	for _, c := range []struct {
+		method, path string
+		hdr          []string
+		scope        string
+	}{
+		{"GET", "/v1/requests/" + id + "/operation", e.as("acme-r"), "read"},
+		{"GET", "/v1/operations/" + id, []string{"X-Poll-Token", tok}, "read"},
+		{"GET", "/v1/operations", e.as("acme-r"), "read"},
+		{"POST", "/v1/operations/" + id + ":wait", e.as("acme-r"), "read"},
+		{"POST", "/v1/operations/" + id + ":cancel", e.as("acme-rw"), "write"},
+		{"DELETE", "/v1/operations/" + id, e.as("acme-admin"), "admin"},
+	} {
+		before := len(lim.calls)
+		e.clock.Add(time.Minute)
+		r := e.call(c.method, c.path, "", c.hdr...)
+		if r.code != 200 || r.h.Get("RateLimit-Limit") != "2" || r.h.Get("RateLimit-Reset") != "7" {
+			t.Fatalf("%s %s: %d %v %s", c.method, c.path, r.code, r.h, r.body)
+		}
+		if len(lim.calls) != before+1 || !strings.HasSuffix(lim.calls[before], "/"+c.scope) {
+			t.Fatalf("%s %s: limiter calls %v, want one %s", c.method, c.path, lim.calls[before:], c.scope)
+		}
+	}
+	r := e.call("GET", "/v1/operations", "", e.as("acme-r")...)
+	if e := wantGoogleError(t, r, 429, "RATE_LIMITED"); e["status"] != "RESOURCE_EXHAUSTED" || r.h.Get("Retry-After") != "7" {
+		t.Fatalf("past the limit: %v %s", r.h, r.body)
+	}
+}
