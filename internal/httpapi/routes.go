@@ -29,9 +29,10 @@ func (s *Server) routes() {
 	if !s.opts.withoutLRO {
 		// The two other views of the poll (spec §15): right after it, so that
 		// each is matched one or two routes after the poll, and the poll as
-		// before (Fiber tries a method's routes in the order registered).
-		v1.Get("/requests/:id/operation", s.authedPoll(), s.monitor) // Azure status monitor (azure.go)
+		// before (Fiber tries a method's routes in the order registered). The
+		// monitor, the smaller answer, affords the second place.
 		v1.Get("/operations/:id", s.authedPoll(), s.getOperation)    // Google Operations (google.go)
+		v1.Get("/requests/:id/operation", s.authedPoll(), s.monitor) // Azure status monitor (azure.go)
 	}
 	v1.Get("/requests/:id/events", s.authedCounted(domain.ScopeRead, true), s.events)
 	if s.opts.Waits != nil { // spec §12 (stream.go)
