@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -212,13 +213,12 @@ func openObservedBackend(cfg config.Config, obs store.ScriptObserver) (*backend,
 
 // serveSecrets derives what serve needs from the configured secrets, and
 // refuses a configuration that lacks them; config check applies the same rules.
+// A refusal names every missing or unusable secret at once, so that a first
+// deployment is not refused once per secret.
 func serveSecrets(cfg config.Config) ([]byte, *webhook.Sealer, error) {
-	secret, err := pollSecret(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	sealer, err := webhookSealer(cfg)
-	if err != nil {
+	secret, perr := pollSecret(cfg)
+	sealer, werr := webhookSealer(cfg)
+	if err := errors.Join(perr, werr); err != nil {
 		return nil, nil, err
 	}
 	return secret, sealer, nil
