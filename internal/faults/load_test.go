@@ -21,6 +21,7 @@ import (
 // answer is one HTTP exchange with the service.
 type answer struct {
 	op, tenant  string
+	id          string // the request it was about, when known (path, or a create's 2xx body)
 	start, end  time.Time
 	code        int
 	problem     string // the problem's code, for 4xx/5xx
@@ -80,6 +81,9 @@ func (c *client) do(r request) (answer, map[string]any) {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	a := answer{op: r.op, tenant: r.tenant, start: time.Now()}
+	if rest, ok := strings.CutPrefix(r.path, "/v1/requests/"); ok {
+		a.id, _, _ = strings.Cut(rest, "/")
+	}
 	res, err := c.hc.Do(req)
 	var body map[string]any
 	if err != nil {
@@ -94,6 +98,9 @@ func (c *client) do(r request) (answer, map[string]any) {
 		_ = json.Unmarshal(b, &body)
 		if a.code >= 400 {
 			a.problem, _ = body["code"].(string)
+		}
+		if id, ok := body["id"].(string); ok && a.id == "" && a.code < 300 {
+			a.id = id
 		}
 	}
 	a.end = time.Now()

@@ -153,6 +153,9 @@ func TestRedisKilled(t *testing.T) {
 			t.Errorf("while Redis is down: %s, want 503", a)
 		}
 	}
+	if len(only(during, isWrite)) == 0 || len(only(during, isRead)) == 0 {
+		t.Errorf("too little load while Redis was down: %d answers", len(during))
+	}
 	back, ok := firstOK(only(all, func(a answer) bool { return isWrite(a) || isRead(a) }), restarted)
 	if !ok {
 		t.Fatal("no 2xx after the restart")
@@ -182,7 +185,7 @@ func TestRedisKilled(t *testing.T) {
 func quietBackground(t *testing.T, svc *service) {
 	t.Helper()
 	svc.alive()
-	log := svc.stderr.String()
+	log := svc.Log()
 	sweeps := countLines(log, "sweeper tick failed")
 	limits := countLines(log, "ratelimit: store failed")
 	if sweeps < 1 || sweeps > 2 || limits > 2 {

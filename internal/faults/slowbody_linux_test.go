@@ -55,7 +55,7 @@ func TestSlowBodiesMemory(t *testing.T) {
 		}
 	}
 	time.Sleep(200 * time.Millisecond)
-	before := rss(t, svc.cmd.Process.Pid)
+	before := rss(t, svc.PID())
 
 	// Two waves: the second one also meets memory the first one left to the
 	// runtime (reused memory is zeroed, so resident, where fresh memory from
@@ -124,7 +124,7 @@ func slowBodyWave(t *testing.T, svc *service, addr, key, id string, before int64
 	peak := before
 	for start := time.Now(); time.Since(start) < 2*time.Second; {
 		time.Sleep(100 * time.Millisecond)
-		peak = max(peak, rss(t, svc.cmd.Process.Pid))
+		peak = max(peak, rss(t, svc.PID()))
 		if pollCode == 0 || pollCode >= 500 {
 			pollCode = pollOnce(svc.base, key, id)
 		}

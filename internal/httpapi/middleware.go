@@ -42,6 +42,8 @@ type reqState struct {
 	parked bool
 	// rate receives the rate limit a store call counted (countedRate).
 	rate domain.RateInfo
+	// base overrides the URLs' base (baseURL) of a parked answer.
+	base string
 }
 
 // withState is the first middleware: it gives the request its state and id,

@@ -120,6 +120,11 @@ type Options struct {
 	// shows it (and stays 200: a failing sink does not stop the service, its
 	// entries wait in Redis). default: nil, /readyz says nothing of the audit.
 	AuditStatus func() (ok bool, detail string)
+
+	// withoutLRO leaves out the routes of §15 (azure.go, google.go): the
+	// baseline of the router-cost benchmark (lro_bench_test.go), set through
+	// export_test.go.
+	withoutLRO bool
 }
 
 // Server is the HTTP API.

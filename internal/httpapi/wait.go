@@ -155,18 +155,18 @@ func (s *Server) watch(c *fiber.Ctx) (wa domain.Watch, sl *slot, err error) {
 
 // longPoll answers GET /v1/requests/{id} with Prefer: wait=n (spec §12). A
 // wait that has to wait is parked (park.go); the rest answer at once.
-func (s *Server) longPoll(c *fiber.Ctx, n int) error {
+func (s *Server) longPoll(c *fiber.Ctx, n int, v view) error {
 	wa, sl, err := s.watch(c)
 	if err != nil {
 		return err
 	}
 	if sl == nil {
-		return s.pacedPoll(c)
+		return s.pacedPoll(c, v)
 	}
 	r, err := s.firstRead(c)
 	applied := s.appliedWait(n)
 	match := c.Get(fiber.HeaderIfNoneMatch)
-	if err == nil && !r.Done && (match == "" || etagMatches(match, r.Version)) && s.park(c, wa, sl, r, applied, match) {
+	if err == nil && !r.Done && (match == "" || etagMatches(match, r.Version)) && s.park(c, wa, sl, r, applied, match, v) {
 		return nil
 	}
 	wa.Close()
@@ -174,12 +174,12 @@ func (s *Server) longPoll(c *fiber.Ctx, n int) error {
 	if err != nil {
 		return err
 	}
-	return s.answerWait(c, r, applied, match)
+	return s.answerWait(c, r, applied, match, v)
 }
 
-// answerWait answers a long poll with r: 200 with the representation, or 304
-// while If-None-Match (match) still matches.
-func (s *Server) answerWait(c *fiber.Ctx, r *domain.Request, applied int, match string) error {
+// answerWait answers a long poll with r: 200 with its view v, or 304 while
+// If-None-Match (match) still matches.
+func (s *Server) answerWait(c *fiber.Ctx, r *domain.Request, applied int, match string, v view) error {
 	var b [32]byte
 	c.Response().Header.Set("Preference-Applied", string(strconv.AppendInt(append(b[:0], "wait="...), int64(applied), 10)))
 	if !r.Done {
@@ -190,7 +190,7 @@ func (s *Server) answerWait(c *fiber.Ctx, r *domain.Request, applied int, match 
 		c.Set(fiber.HeaderCacheControl, "no-store")
 		return c.SendStatus(fiber.StatusNotModified)
 	}
-	return s.writeRequest(c, fiber.StatusOK, r)
+	return s.writeView(c, v, r)
 }
 
 // waitFor holds a wait until r's version changes, its time (hw) is up, or
@@ -199,15 +199,29 @@ func (s *Server) answerWait(c *fiber.Ctx, r *domain.Request, applied int, match 
 // answers. gone: the client went away (found within one heartbeat); nobody
 // reads the answer.
 func (s *Server) waitFor(wa domain.Watch, hw *heldWait, r *domain.Request) (_ *domain.Request, gone bool, _ error) {
+	// A re-read that failed (Redis slow or away for a moment) was to deliver a
+	// change: read again soon, backing off to once a second, rather than leave
+	// the change to the wait's end (found by internal/histories: long polls
+	// answered at their timer, the change 0.1 s after they began).
+	var reread <-chan time.Time
+	backoff := rereadFirst
 	for {
 		select {
+		case <-reread:
+			reread = nil
+			wa.Refresh()
 		case snap := <-wa.Changes():
 			if snap.Err != nil {
 				if domain.ErrorCode(snap.Err) == domain.NotFound {
 					return nil, false, snap.Err
 				}
-				continue // a re-read that failed (Redis flapping): the last read decides
+				if reread == nil {
+					reread = time.After(backoff)
+					backoff = min(2*backoff, rereadMax)
+				}
+				continue
 			}
+			backoff = rereadFirst
 			if snap.Request.Version != r.Version || snap.Request.Done {
 				return snap.Request, false, nil
 			}
@@ -226,6 +240,12 @@ func (s *Server) waitFor(wa domain.Watch, hw *heldWait, r *domain.Request) (_ *d
 		}
 	}
 }
+
+// The pauses before a held wait reads again after a failed read.
+const (
+	rereadFirst = 100 * time.Millisecond
+	rereadMax   = time.Second
+)
 
 func (s *Server) lastRead(wa domain.Watch) (*domain.Request, error) {
 	snap := domain.FinalRead(wa, s.opts.Wait.ReadTimeout)
