@@ -304,14 +304,14 @@ class Proxy:
             status, code, ra = inject
             b = json.dumps({"type": "about:blank", "title": code, "status": status, "code": code,
                             "detail": "injected by the test proxy", "request_id": "proxy"}).encode()
-            ans = {"Retry-After": str(ra)}
+            # Noted before it is answered, so that the log is whole when the client has the answer.
+            self._note(h, status, headers, {"Retry-After": str(ra)})
             h.send_response(status)
             h.send_header("Content-Type", "application/problem+json")
             h.send_header("Retry-After", str(ra))
             h.send_header("Content-Length", str(len(b)))
             h.end_headers()
             h.wfile.write(b)
-            self._note(h, status, headers, ans)
             return
         conn = http.client.HTTPConnection(*self.upstream, timeout=60)
         try:

@@ -78,7 +78,7 @@ class Suite:
         self.assertEqual(cr.context, {"account": "acc_881204"})
         self.assertTrue(cr.location.endswith("/v1/requests/" + cr.id), cr.location)
         self.assertTrue(cr.location.startswith("http://"), cr.location)
-        self.assertTrue(cr.operation_location.startswith(cr.location), cr.operation_location)
+        self.assertEqual(cr.operation_location, cr.location + "/operation")  # the Azure status monitor
         self.assertEqual(cr.retry_after, 3.0)
         self.assertTrue(cr.poll_token)
         self.assertNotIn(cr.poll_token, repr(cr))
