@@ -132,7 +132,7 @@ func newService(rdb redis.UniversalClient, o serviceOptions) (*service, func(), 
 	}
 	hooks.Registered = d.Watch
 	st.OnOutbox(d.Nudge)
-	// Waiting without polling (spec §12), as serve wires it.
+	// Waiting without polling (docs/reference.md §12), as serve wires it.
 	hub := st.NewHub(store.HubOptions{Log: log})
 	srv := httpapi.New(st, a, nil, httpapi.Options{BodyLimitBytes: o.bodyLimit, Schedule: o.schedule,
 		Limits:   domain.Limits{ContextBytes: 4096, ResultBytes: 16384},

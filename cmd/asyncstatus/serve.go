@@ -98,7 +98,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, un
 	}
 	opts := httpOptions(cfg)
 	opts.Metrics, opts.AccessLog, opts.Build = m, newAccessLog(cfg, logw), build
-	// Webhooks (spec §10): the dispatcher runs in every replica, stops with the
+	// Webhooks (docs/reference.md §10): the dispatcher runs in every replica, stops with the
 	// serve context, and is waited for before the store closes.
 	hooks, stopHooks, err := startWebhooks(ctx, cfg, b.store, sealer, log, m)
 	if err != nil {
@@ -106,7 +106,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, un
 	}
 	defer stopHooks()
 	opts.Webhooks = hooks
-	// Waiting without polling (spec §12): one notification hub per replica,
+	// Waiting without polling (docs/reference.md §12): one notification hub per replica,
 	// closed after the listener has stopped.
 	var hub *store.Hub // shared with the console's live views
 	if cfg.Wait.MaxWaiters > 0 {
@@ -139,7 +139,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, un
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "version", build.Version, "revision", build.Revision, "modified", build.Modified, "max_procs", procs)
 
-	// The operator console (spec §14) on its own listener; stopped after the API.
+	// The operator console (docs/reference.md §14) on its own listener; stopped after the API.
 	stopConsole, err := startConsole(ctx, cfg, b.store, hub, authn, m, log, demoKeyID, stdout)
 	if err != nil {
 		_ = ln.Close()

@@ -79,7 +79,7 @@ func (b *backend) Close() {
 // a cluster, a Sentinel-managed master, or the embedded store when none is set.
 //
 // Every call also carries a context deadline (redis.op_timeout, set by the store);
-// the socket timeouts below are the backstop. Failure handling (spec §11):
+// the socket timeouts below are the backstop. Failure handling (docs/reference.md §11):
 //   - a few quick retries (MaxRetries, short backoffs) so that a pooled connection
 //     that died with a Redis restart costs no 503; retries stay within the deadline;
 //   - a cluster client re-reads the slot map every clusterReload (and at once when

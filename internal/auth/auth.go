@@ -47,7 +47,7 @@ func NewKey(tenant string, scopes domain.Scopes, name string, now time.Time) (pl
 	return plain, k, nil
 }
 
-// NewOperatorKey makes an operator key (spec §14): a console-only key of no
+// NewOperatorKey makes an operator key (docs/reference.md §14): a console-only key of no
 // tenant, which the public API refuses and the console lets see every tenant.
 // It has the same form as any key, so nothing in a key tells it apart.
 func NewOperatorKey(name string, now time.Time) (plain string, k domain.APIKey, err error) {
@@ -116,7 +116,7 @@ func errUnauthenticated() error {
 }
 
 // APIKey authenticates a plain API key. Operator keys are refused: they are
-// valid on the console only (spec §14).
+// valid on the console only (docs/reference.md §14).
 func (a *Authenticator) APIKey(ctx context.Context, plain string) (domain.Principal, error) {
 	k, err := a.check(ctx, plain)
 	if err != nil {
@@ -129,7 +129,7 @@ func (a *Authenticator) APIKey(ctx context.Context, plain string) (domain.Princi
 }
 
 // ConsoleKey authenticates a key for the console: an operator key, or a
-// tenant key with the admin scope (spec §14).
+// tenant key with the admin scope (docs/reference.md §14).
 func (a *Authenticator) ConsoleKey(ctx context.Context, plain string) (domain.APIKey, error) {
 	k, err := a.check(ctx, plain)
 	if err != nil {

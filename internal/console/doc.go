@@ -1,4 +1,4 @@
-// Package console is the operator console of spec §14: server-rendered pages
+// Package console is the operator console of docs/reference.md §14: server-rendered pages
 // (html/template, assets embedded with go:embed, no build step, no CDN) on a
 // listener of their own, for the people who run asyncstatus.
 //

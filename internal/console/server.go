@@ -176,7 +176,7 @@ func (s *Server) routes() {
 const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
 	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-// secured sets the security headers of spec §14 on every answer, and refuses
+// secured sets the security headers of docs/reference.md §14 on every answer, and refuses
 // a state-changing request that another origin sent (the CSRF token is the
 // main defence; this one costs nothing).
 func (s *Server) secured(next http.Handler) http.Handler {

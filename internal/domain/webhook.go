@@ -2,7 +2,7 @@ package domain
 
 import "time"
 
-// WebhookEvent is the type of a webhook message (spec §10).
+// WebhookEvent is the type of a webhook message (docs/reference.md §10).
 type WebhookEvent string
 
 const (
@@ -42,7 +42,7 @@ func (e WebhookEvent) Valid() bool {
 
 // WebhookCall names whose endpoints a webhook management call is about, and
 // whom it is counted against: the admin rate limits, counted by the store in
-// the call's own round trip (spec §10, docs/pacing.md).
+// the call's own round trip (docs/reference.md §10, docs/pacing.md).
 type WebhookCall struct {
 	Tenant string
 	// Credential names the rate-limit counter the call is counted on (the API

@@ -186,7 +186,7 @@ func (l *ledger) writes() (acks, requests int) {
 // load drives the service with workers, each making requests and taking them
 // through create, poll (by token), processing, events, complete, and some
 // through list and delete, retrying a step after a 503 with the same
-// Idempotency-Key (spec §11: a retry is safe).
+// Idempotency-Key (docs/reference.md §11: a retry is safe).
 type load struct {
 	c      *client
 	keys   map[string]string // tenant -> API key
@@ -352,7 +352,7 @@ func (c *client) probe(every time.Duration) (stop func()) {
 	return func() { cancel(); <-done }
 }
 
-// checkAnswers fails the test for every answer that is not one §11 allows: no
+// checkAnswers fails the test for every answer that is not one docs/reference.md §11 allows: no
 // answer at all, a 5xx other than a 503 problem with Retry-After, or an answer
 // later than bound. It returns the number of answers by status code.
 func checkAnswers(t *testing.T, as []answer, bound time.Duration) map[int]int {

@@ -84,7 +84,7 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	case domain.MethodNotAllowed:
 		c.Set(fiber.HeaderAllow, strings.Join(s.allowed(c.Path()), ", "))
 	case domain.NotFound:
-		// Every "not visible" 404 carries the same headers (spec §2): the
+		// Every "not visible" 404 carries the same headers (docs/reference.md §2): the
 		// rate limit headers are set on some paths to it (an id the store
 		// looked up) and not on others (a malformed id, a wrong poll
 		// token), so none carries them. The call is still counted.

@@ -150,7 +150,7 @@ func (s *Store) queueProbes(ctx context.Context, p redis.Pipeliner, tags, types 
 	return probes
 }
 
-// Console sessions and one-time sign-in tokens (spec §14) are kept under the
+// Console sessions and one-time sign-in tokens (docs/reference.md §14) are kept under the
 // SHA-256 digest of their secret only, outside every tenant slot, each in one
 // key read and written by single-key commands.
 

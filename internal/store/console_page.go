@@ -10,7 +10,7 @@ import (
 )
 
 // ReadTenantPage reads what the console's requests page shows, in about the
-// time of List alone (spec §14: "a page of 50 requests renders in about the
+// time of List alone (docs/reference.md §14: "a page of 50 requests renders in about the
 // time of one list call"): List(f) of tenant, TenantSummary of tenant and, when
 // sessionDigest is not "", the console session stored under it. The summary's
 // and the session's commands ride the pipeline that reads the page's records,

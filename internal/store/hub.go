@@ -15,7 +15,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
 
-// Hub is one replica's notification hub for waiting without polling (spec §12).
+// Hub is one replica's notification hub for waiting without polling (docs/reference.md §12).
 // The scripts that change or remove a record announce "<id>,<version>" on its
 // change channel (keys.changes, one per hash tag) in the same atomic step; the
 // hub holds one subscription connection per shard that has watched channels

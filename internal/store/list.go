@@ -32,7 +32,7 @@ type position struct {
 	id string
 }
 
-// List answers one page of a tenant's requests, newest first (spec §4). See
+// List answers one page of a tenant's requests, newest first (docs/reference.md §4). See
 // scripts/lua/list.lua for the plan and docs/listing.md for the costs.
 func (s *Store) List(ctx context.Context, tenant string, f domain.ListFilter) (*domain.ListPage, error) {
 	return s.list(ctx, tenant, f, nil)
@@ -86,7 +86,8 @@ func (s *Store) list(ctx context.Context, tenant string, f domain.ListFilter, al
 	// The lazy plan (list.lua) needs every writer to keep the index-head
 	// summary; a deployment runs S > 1 only once every replica runs this
 	// version (a Cluster upgrading pins S = 1 for its rollout:
-	// docs/operations.md), so it is used there. One shard reads as before.
+	// docs/operations.md), so it is used there. One shard reads its indexes
+	// directly: there is nothing to merge.
 	q := listQuery{tags: tags, letters: letters, typ: f.Type, minScore: minScore, lazy: len(tags) > 1 && f.Type == ""}
 	groups := s.shardGroups(ctx, tags)
 	page := &domain.ListPage{Items: make([]*domain.Request, 0, limit)}

@@ -159,7 +159,7 @@ type inlineInt int64
 // configuration is its own script text (its own SHA1), loaded like any other.
 // Values Redis commands take (a TTL, a MAXLEN) stay strings, as every number
 // given to redis.call should: Lua number formatting differs between Redis and
-// the embedded store (shared/notes/pitfalls.md).
+// the embedded store (docs/pitfalls.md).
 func luaConstants(cs []luaConst) string {
 	var b strings.Builder
 	for _, c := range cs {

@@ -17,7 +17,7 @@ func markedID(tb testing.TB, s int) string {
 	return u.String()
 }
 
-// An id keeps its version and variant (spec §4: UUID version 7), names its
+// An id keeps its version and variant (docs/reference.md §4: UUID version 7), names its
 // shard, and an unmarked id is shard 0 unless it passes the check by chance.
 func TestIDCarriesItsShard(t *testing.T) {
 	for s := range MaxTenantShards {

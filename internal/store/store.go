@@ -467,7 +467,7 @@ func unexpected(op string, r reply) error {
 	return backend(op, fmt.Errorf("unexpected script outcome %d", r.code))
 }
 
-// Poll reads a request for a caller and paces the caller (spec §5) in the same
+// Poll reads a request for a caller and paces the caller (docs/reference.md §5) in the same
 // Redis round trip; with Options.RateLimits it also counts the read rate limits
 // there. The result's Rate is set whenever the call was counted, also on errors.
 func (s *Store) Poll(ctx context.Context, p domain.PollParams) (domain.PollResult, error) {
@@ -866,7 +866,7 @@ func (a deleteArgs) call(k keys) scriptCall {
 	return scriptCall{a.rate.appendTo(keys), []any{a.id, a.now, k.indexPrefix(a.tag), a.by, k.indexHeads(a.tag)}}
 }
 
-// SetFrozen freezes or unfreezes a tenant (spec §2). Every script reads the
+// SetFrozen freezes or unfreezes a tenant (docs/reference.md §2). Every script reads the
 // flag from its own shard's meta hash (no script touches two slots), so it is
 // written to each of the tenant's S shards, in one pipeline; when SetFrozen
 // returns nil every shard has it, so every later read is refused. On an error

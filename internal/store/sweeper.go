@@ -53,7 +53,7 @@ type SweepStats struct {
 }
 
 // Sweeper times out requests past their queued or processing deadline and
-// removes the index entries of records past their retention (spec §6). Every
+// removes the index entries of records past their retention (docs/reference.md §6). Every
 // serve replica runs one: the timeouts are compare-and-set transitions and the
 // cleanup re-checks each entry, so concurrent sweepers only duplicate reads. It
 // never runs a script over more than one tenant: it walks the tenant registry and

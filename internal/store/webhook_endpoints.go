@@ -13,7 +13,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
 )
 
-// Webhooks, the Redis way (spec §10; docs/webhooks.md).
+// Webhooks, the Redis way (docs/reference.md §10; docs/webhooks.md).
 //
 // Endpoints live in a hash per endpoint and, for the scripts, in one filter hash
 // per tenant (endpoint id -> event letters). create.lua and transition.lua read
