@@ -176,13 +176,3 @@ func (k keys) webhookLog(tag, id string) string { return k.prefix + ":" + tag + 
 // dispatchers walk it. Outside every tenant slot: written with single-key SADD
 // and SREM only, never in a script.
 func (k keys) webhookTenants() string { return k.prefix + ":webhook-tenants" }
-
-var statusCode = map[domain.Status]string{
-	domain.StatusQueued: "q", domain.StatusProcessing: "p", domain.StatusSucceeded: "s",
-	domain.StatusFailed: "f", domain.StatusCancelled: "c", domain.StatusExpired: "e",
-}
-
-var codeStatus = map[string]domain.Status{
-	"q": domain.StatusQueued, "p": domain.StatusProcessing, "s": domain.StatusSucceeded,
-	"f": domain.StatusFailed, "c": domain.StatusCancelled, "e": domain.StatusExpired,
-}

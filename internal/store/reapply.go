@@ -70,7 +70,10 @@ func (s *Store) ReapplyRetention(ctx context.Context, o ReapplyOptions) (Reapply
 				if !ok {
 					continue
 				}
-				for _, st := range []domain.Status{domain.StatusSucceeded, domain.StatusFailed, domain.StatusCancelled, domain.StatusExpired} {
+				for _, st := range domain.Statuses {
+					if !st.Terminal() {
+						continue
+					}
 					if err := s.reapplySet(ctx, tag, s.k.index(tag, st, typ), o.DryRun, &p, report); err != nil {
 						return p, err
 					}

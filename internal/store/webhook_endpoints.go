@@ -32,7 +32,7 @@ import (
 // the status the request enters (q for created).
 func eventLetter(e domain.WebhookEvent) string {
 	if e == domain.EventCreated {
-		return "q"
+		return statusCode[domain.StatusQueued]
 	}
 	return statusCode[domain.Status(strings.TrimPrefix(string(e), "request."))]
 }

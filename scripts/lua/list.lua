@@ -217,7 +217,7 @@ if lazy then
     if not sh.built then
       -- a shard written without the summaries: build them from every index's head
       local types = tenant_types(sh.meta)
-      for _, st in ipairs({'q', 'p', 's', 'f', 'c', 'e'}) do
+      for _, st in ipairs(S_ALL) do
         rcall('DEL', sh.heads .. st)
         for j = 1, #types do
           local r = rcall('ZREVRANGE', sh.prefix .. st .. ':' .. types[j], 0, 0, 'WITHSCORES')
