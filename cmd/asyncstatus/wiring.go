@@ -188,9 +188,6 @@ func openObservedBackend(cfg config.Config, obs store.ScriptObserver) (*backend,
 	so.ScriptObserver = obs
 	if emb != nil {
 		so.WaitReplicas = 0 // the embedded store has no replicas: WAIT would refuse every write
-		// its in-memory pipes do not buffer, so a deep pipeline would deadlock on
-		// them; and miniredis runs one command at a time anyway
-		so.AutoPipeline = false
 	}
 	st, err := store.New(rdb, so)
 	if err != nil {

@@ -88,7 +88,7 @@ func (s *Store) ClaimStaleAudit(ctx context.Context, consumer string, tenants []
 	var out []domain.AuditEvent
 	var firstErr error
 	for len(tenants) > 0 {
-		chunk := tenants[:min(len(tenants), pipelineChunk)]
+		chunk := tenants[:min(len(tenants), pipelineBatch)]
 		tenants = tenants[len(chunk):]
 		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 		cmds := make([]*redis.XAutoClaimCmd, len(chunk))
@@ -186,7 +186,7 @@ func (s *Store) AckAudit(ctx context.Context, evs []domain.AuditEvent) error {
 		}
 	}
 	for len(order) > 0 {
-		chunk := order[:min(len(order), pipelineChunk)]
+		chunk := order[:min(len(order), pipelineBatch)]
 		order = order[len(chunk):]
 		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 		pending := make([]*redis.XPendingCmd, len(chunk))
@@ -269,7 +269,7 @@ func nextStreamID(id string) string {
 func (s *Store) AuditBacklog(ctx context.Context, tenants []string) ([]domain.AuditBacklog, error) {
 	out := make([]domain.AuditBacklog, 0, len(tenants))
 	for len(tenants) > 0 {
-		chunk := tenants[:min(len(tenants), pipelineChunk)]
+		chunk := tenants[:min(len(tenants), pipelineBatch)]
 		tenants = tenants[len(chunk):]
 		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 		lens := make([]*redis.IntCmd, len(chunk))

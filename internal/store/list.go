@@ -327,36 +327,26 @@ func (s *Store) hydrate(ctx context.Context, tenant string, ids []listed, also f
 	vals := make([]any, len(ids))
 	cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
-	// Over in-memory pipes (no autopipeline: the embedded store) one MGET at a
-	// time: a pipeline of several would deadlock them (pipelineChunk).
-	step := len(order)
-	if s.ap == nil {
-		step = 1
-	}
-	for len(order) > 0 {
-		chunk := order[:min(step, len(order))]
-		order = order[len(chunk):]
-		cmds := make([]*redis.SliceCmd, len(chunk))
-		_, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
-			if also != nil {
-				also(p)
-			}
-			for j, g := range chunk {
-				keys := make([]string, len(byGroup[g]))
-				for n, i := range byGroup[g] {
-					keys[n] = s.k.record(s.tag(tenant, ids[i].shard), ids[i].id)
-				}
-				cmds[j] = p.MGet(cctx, keys...)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, backend("list requests: read records", err)
+	cmds := make([]*redis.SliceCmd, len(order))
+	_, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
+		if also != nil {
+			also(p)
 		}
-		for j, g := range chunk {
-			for n, v := range cmds[j].Val() {
-				vals[byGroup[g][n]] = v
+		for j, g := range order {
+			keys := make([]string, len(byGroup[g]))
+			for n, i := range byGroup[g] {
+				keys[n] = s.k.record(s.tag(tenant, ids[i].shard), ids[i].id)
 			}
+			cmds[j] = p.MGet(cctx, keys...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, backend("list requests: read records", err)
+	}
+	for j, g := range order {
+		for n, v := range cmds[j].Val() {
+			vals[byGroup[g][n]] = v
 		}
 	}
 	now := s.now().UnixMilli()

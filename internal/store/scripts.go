@@ -534,8 +534,6 @@ func (s *Store) runList(ctx context.Context, calls []scriptCall, first bool, tag
 // sends each master its calls together and the masters in parallel: one
 // round trip per master), EVALSHA first and EVAL again for all when Redis lost
 // the script. The replies are in calls' order; any failed call fails all.
-// Over in-memory pipes (no autopipeline: the embedded store) the pipeline is
-// cut into pipelineChunk/3 calls, which they carry without deadlock.
 // Redis that lost the script gets it loaded (SCRIPT LOAD) and the calls again.
 func (s *Store) runEach(ctx context.Context, sc *script, calls []scriptCall) ([]reply, error) {
 	if len(calls) == 1 {
@@ -544,51 +542,43 @@ func (s *Store) runEach(ctx context.Context, sc *script, calls []scriptCall) ([]
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
-	step := len(calls)
-	if s.ap == nil {
-		step = pipelineChunk / 3
+	start := time.Now()
+	cmds := make([]*redis.Cmd, len(calls))
+	exec := func() error {
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, c := range calls {
+				cmds[i] = sc.EvalSha(ctx, p, c.keys, c.args...)
+			}
+			return nil
+		})
+		return err
 	}
-	out := make([]reply, 0, len(calls))
-	for len(calls) > 0 {
-		chunk := calls[:min(step, len(calls))]
-		calls = calls[len(chunk):]
-		start := time.Now()
-		cmds := make([]*redis.Cmd, len(chunk))
-		exec := func() error {
-			_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-				for i, c := range chunk {
-					cmds[i] = sc.EvalSha(ctx, p, c.keys, c.args...)
-				}
-				return nil
-			})
-			return err
+	err := exec()
+	if err != nil && slices.ContainsFunc(cmds, func(c *redis.Cmd) bool {
+		return c.Err() != nil && redis.HasErrorPrefix(c.Err(), "NOSCRIPT")
+	}) {
+		// Load it (on a Cluster: on every master) rather than EVAL it once
+		// per call: the script's text is a few KiB, sent once.
+		if err = sc.Load(ctx, s.rdb).Err(); err == nil {
+			err = exec()
 		}
-		err := exec()
-		if err != nil && slices.ContainsFunc(cmds, func(c *redis.Cmd) bool {
-			return c.Err() != nil && redis.HasErrorPrefix(c.Err(), "NOSCRIPT")
-		}) {
-			// Load it (on a Cluster: on every master) rather than EVAL it once
-			// per call: the script's text is a few KiB, sent once.
-			if err = sc.Load(ctx, s.rdb).Err(); err == nil {
-				err = exec()
-			}
-		}
-		if o := s.opts.ScriptObserver; o != nil {
-			d := time.Since(start) // each call waited for the whole pipeline
-			for _, c := range cmds {
-				o.ObserveScript(sc.name, d, c.Err())
-			}
-		}
-		if err != nil {
-			return nil, s.scriptFailed(sc, err)
-		}
+	}
+	if o := s.opts.ScriptObserver; o != nil {
+		d := time.Since(start) // each call waited for the whole pipeline
 		for _, c := range cmds {
-			r, err := decodeReply(c.Val())
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, r)
+			o.ObserveScript(sc.name, d, c.Err())
 		}
+	}
+	if err != nil {
+		return nil, s.scriptFailed(sc, err)
+	}
+	out := make([]reply, len(cmds))
+	for i, c := range cmds {
+		r, err := decodeReply(c.Val())
+		if err != nil {
+			return nil, err
+		}
+		out[i] = r
 	}
 	return out, nil
 }

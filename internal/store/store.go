@@ -68,8 +68,7 @@ type Options struct {
 	// share one write and one read on one connection, which saves syscalls here
 	// and in Redis (docs/performance.md, item 12). Each call is still one command
 	// with its own reply, and the caller waits no longer than OpTimeout. serve
-	// turns it on (redis.autopipeline) except on the embedded store, whose
-	// in-memory pipes do not buffer: a deep pipeline would deadlock on them.
+	// turns it on (redis.autopipeline) on every backend, the embedded one too.
 	// Writes that wait for replicas (WaitReplicas > 0) keep their own pipeline
 	// with WAIT on one connection (durability.go) and do not use it.
 	// default: false, one round trip per call on a pooled connection.

@@ -50,7 +50,7 @@ func (s *Store) readNew(ctx context.Context, op, group, consumer string, tenants
 		return missing
 	}
 	for len(tenants) > 0 {
-		chunk := tenants[:min(len(tenants), pipelineChunk/2)]
+		chunk := tenants[:min(len(tenants), pipelineBatch/2)]
 		tenants = tenants[len(chunk):]
 		if missing := read(chunk); len(missing) > 0 {
 			s.createGroups(ctx, group, missing, stream)
@@ -90,14 +90,13 @@ func decodeStream[T any](ctx context.Context, s *Store, stream, group string, xs
 	return out
 }
 
-// eachPipelined sends cmd's command for each item, pipelineChunk items per
-// pipeline (what the embedded store's in-memory pipes carry without
-// deadlock), each pipeline bounded by OpTimeout, and returns the commands in
+// eachPipelined sends cmd's command for each item, pipelineBatch items per
+// pipeline, each pipeline bounded by OpTimeout, and returns the commands in
 // items' order. redis.Nil (a missing key) is an answer, not an error.
 func eachPipelined[T any, C redis.Cmder](ctx context.Context, s *Store, items []T, cmd func(ctx context.Context, p redis.Pipeliner, item T) C) ([]C, error) {
 	out := make([]C, 0, len(items))
 	for len(items) > 0 {
-		chunk := items[:min(len(items), pipelineChunk)]
+		chunk := items[:min(len(items), pipelineBatch)]
 		items = items[len(chunk):]
 		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 		_, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {

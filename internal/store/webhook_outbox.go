@@ -76,7 +76,7 @@ func (s *Store) WebhookTenants(ctx context.Context) ([]domain.WebhookTenant, err
 	}
 	out := make([]domain.WebhookTenant, 0, len(names))
 	for len(names) > 0 {
-		chunk := names[:min(len(names), pipelineChunk/2)]
+		chunk := names[:min(len(names), pipelineBatch/2)]
 		names = names[len(chunk):]
 		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 		fz := make([]*redis.StringCmd, len(chunk))
@@ -176,7 +176,7 @@ func (s *Store) ClaimStaleOutbox(ctx context.Context, tenants []string, consumer
 		}
 	}
 	for len(tenants) > 0 && count > 0 {
-		chunk := tenants[:min(len(tenants), pipelineChunk/2, count)]
+		chunk := tenants[:min(len(tenants), pipelineBatch/2, count)]
 		tenants = tenants[len(chunk):]
 		each := count / len(chunk)
 		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
