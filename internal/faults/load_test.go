@@ -413,6 +413,22 @@ func isWrite(a answer) bool {
 
 func isRead(a answer) bool { return a.op == "poll" || a.op == "events" || a.op == "list" }
 
+// wantOnly503 fails the test for every answer but /healthz's that was sent at
+// or after from and answered before to and is not a 503 (when, its message),
+// and returns those answers.
+func wantOnly503(t *testing.T, as []answer, from, to time.Time, when string) []answer {
+	t.Helper()
+	during := only(as, func(a answer) bool {
+		return a.op != "healthz" && !a.start.Before(from) && a.end.Before(to)
+	})
+	for _, a := range during {
+		if a.code != 503 {
+			t.Errorf("%s: %s, want 503", when, a)
+		}
+	}
+	return during
+}
+
 // outage is the stretch of 503s a fault caused: from the start of the first
 // 503 answered after the fault began to the end of the last one answered before
 // normal answers came back, and how many 503s there were in between. (On a busy

@@ -1,15 +1,12 @@
 package store
 
 import (
-	"context"
-	"fmt"
 	"io/fs"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
-	"github.com/asyncstatus/asyncstatus/internal/testenv"
 	lua "github.com/asyncstatus/asyncstatus/scripts/lua"
 )
 
@@ -49,17 +46,7 @@ func TestStatusLetters(t *testing.T) {
 		}
 	}
 	want = append(want, all, live)
-	for _, b := range testenv.Backends() {
-		t.Run(b.Name, func(t *testing.T) {
-			got, err := b.Client(t).Eval(context.Background(), src, []string{"{t}k"}).Slice()
-			if err != nil {
-				t.Fatalf("%v\n%s", err, src)
-			}
-			if fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Fatalf("got %q, want %q", got, want)
-			}
-		})
-	}
+	evalOnEveryBackend(t, src, want)
 
 	// A script compares or builds with a status only through S_*: a letter
 	// literal next to a comparison, a concatenation or in a list is a second
