@@ -41,15 +41,23 @@ func tenantRunFlags(name, every string, args []string, stderr io.Writer) (tenant
 	return tenant, dry, cfgPath, nil
 }
 
+// loadConfig is the configuration of an admin command: --config FILE, else
+// $ASYNCSTATUS_CONFIG, then the environment. Its error (config.Problems)
+// names every problem at once.
 func loadConfig(path string, getenv func(string) string) (config.Config, error) {
 	if path == "" {
 		path = getenv("ASYNCSTATUS_CONFIG")
 	}
-	cfg, err := config.Load(path, getenv)
-	if err != nil {
-		return config.Config{}, fmt.Errorf("configuration: %w", err)
+	return config.Load(path, getenv)
+}
+
+// loadServeConfig is loadConfig with serve's rules (config.ValidateServe):
+// serve and `config check` load through it.
+func loadServeConfig(path string, getenv func(string) string) (config.Config, error) {
+	if path == "" {
+		path = getenv("ASYNCSTATUS_CONFIG")
 	}
-	return cfg, nil
+	return config.LoadServe(path, getenv)
 }
 
 // Redis client retry policy (see openRedis).

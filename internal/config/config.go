@@ -5,7 +5,10 @@
 // request type is). Every other package receives the parts it needs from main.
 package config
 
-import "time"
+import (
+	"net"
+	"time"
+)
 
 // Config is the whole effective configuration. The yaml tags are the dotted
 // paths of docs/reference.md §9; the env override of a key is ASYNCSTATUS_ + its upper-snake
@@ -26,6 +29,7 @@ type Config struct {
 	Runtime     Runtime     `yaml:"runtime"`
 	Console     Console     `yaml:"console"`
 	Wait        Wait        `yaml:"wait"`
+	Metrics     Metrics     `yaml:"metrics"`
 }
 
 // Redis selects and tunes the store. None of URL, ClusterAddrs and
@@ -88,7 +92,8 @@ func (r Redis) Shards() int {
 
 // HTTP is the listener.
 type HTTP struct {
-	// Addr to listen on. default: ":8080".
+	// Addr to listen on. default: ":8080". With the embedded store, an address
+	// without a host (":8080") binds loopback only (APIAddr).
 	Addr string `yaml:"addr"`
 	// PublicURL, when set, is the base of absolute URLs (Location, Operation-Location, Link).
 	PublicURL string `yaml:"public_url"`
@@ -163,9 +168,10 @@ type RateLimit struct {
 	Admin string `yaml:"admin"`
 	// Tenant: all credentials of one tenant together. default: 20000-S.
 	Tenant string `yaml:"tenant"`
-	// Timeout bounds the HTTP layer's limiter (the calls the scripts do not
-	// count themselves): a slower read is let through uncounted, a slower write
-	// or admin call answers 503. default: 200ms.
+	// Timeout bounds the HTTP layer's own limiter call, made only for a call
+	// refused before its script counted it (a bad body, query or id), and the
+	// preloading of the limiter's scripts at start: slower, the refusal goes
+	// out without RateLimit-* and uncounted. default: 200ms.
 	Timeout time.Duration `yaml:"timeout"`
 }
 
@@ -284,6 +290,26 @@ type Console struct {
 	Addr string `yaml:"addr"`
 	// SessionTTL: a console session ends this long after sign-in. default: 8h.
 	SessionTTL time.Duration `yaml:"session_ttl"`
+}
+
+// Metrics is the Prometheus endpoint, /metrics, which needs no credential.
+type Metrics struct {
+	// Addr, when set, serves /metrics on a listener of its own ([host]:port),
+	// and http.addr no longer serves it: for production, where the API is
+	// public and the figures are not. default: "" (/metrics on http.addr).
+	Addr string `yaml:"addr"`
+}
+
+// APIAddr is the address serve's API listens on: http.addr, except that with
+// the embedded store (development) an address without a host, such as the
+// default ":8080", binds loopback only, as the console does. Name a host
+// (0.0.0.0:8080) to listen on every interface anyway.
+func (c *Config) APIAddr() string {
+	host, port, err := net.SplitHostPort(c.HTTP.Addr)
+	if err != nil || host != "" || !c.Embedded() {
+		return c.HTTP.Addr
+	}
+	return net.JoinHostPort("127.0.0.1", port)
 }
 
 // Enabled reports whether the console is to be served.

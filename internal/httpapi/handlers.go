@@ -13,6 +13,17 @@ import (
 
 // healthz says the process is up and names its build, so that an operator
 // sees which code each replica runs (docs/operations.md, upgrading).
+// DocsURL is where GET / sends a reader for the documentation.
+const DocsURL = "https://github.com/asyncstatus/asyncstatus/tree/main/docs"
+
+// root answers GET / with where to go next: a person or a tool that finds the
+// service by its address learns of the API's description and the docs.
+func (s *Server) root(c *fiber.Ctx) error {
+	return c.JSON(fiber.Map{"service": "asyncstatus", "version": s.opts.Build.Version,
+		"openapi": "/openapi.json", "docs": DocsURL, "api": "/v1/requests",
+		"health": fiber.Map{"liveness": "/livez", "readiness": "/readyz"}})
+}
+
 func (s *Server) healthz(c *fiber.Ctx) error {
 	b := s.opts.Build
 	return c.JSON(fiber.Map{"status": "ok", "version": b.Version, "revision": b.Revision,

@@ -580,6 +580,14 @@ func TestRoutesAndHealth(t *testing.T) {
 	if r := e.call("GET", "/healthz", ""); r.code != 200 {
 		t.Fatal(r.code)
 	}
+	if r := e.call("GET", "/livez", ""); r.code != 200 || r.json(t)["status"] != "ok" {
+		t.Fatal("livez", r.code, string(r.body))
+	}
+	// GET / points at the API's description and the docs, without a credential.
+	if r := e.call("GET", "/", ""); r.code != 200 || r.json(t)["openapi"] != "/openapi.json" ||
+		r.json(t)["docs"] != httpapi.DocsURL || r.json(t)["service"] != "asyncstatus" {
+		t.Fatal("GET /", r.code, string(r.body))
+	}
 	if r := e.call("GET", "/readyz", ""); r.code != 200 {
 		t.Fatal(r.code, string(r.body))
 	}
@@ -598,6 +606,9 @@ func TestRoutesAndHealth(t *testing.T) {
 	}
 	if r := e.call("GET", "/healthz", ""); r.code != 200 {
 		t.Fatal(r.code)
+	}
+	if r := e.call("GET", "/livez", ""); r.code != 200 {
+		t.Fatal("livez with Redis down", r.code)
 	}
 }
 
@@ -729,4 +740,14 @@ func TestHealthzNamesTheBuild(t *testing.T) {
 		got["modified"] != true || got["go_version"] != "go1.26.8" {
 		t.Fatalf("/healthz: %d %v", r.code, got)
 	}
+}
+
+// TestMetricsElsewhere: with /metrics on a listener of its own
+// (metrics.addr), the API's listener no longer serves it.
+func TestMetricsElsewhere(t *testing.T) {
+	if r := newEnv(t, nil).call("GET", "/metrics", ""); r.code != 200 {
+		t.Fatalf("/metrics by default: %d", r.code)
+	}
+	e := newEnv(t, func(o *httpapi.Options) { o.MetricsElsewhere = true })
+	wantProblem(t, e.call("GET", "/metrics", ""), 404, "NOT_FOUND")
 }

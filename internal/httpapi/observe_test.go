@@ -110,8 +110,10 @@ func TestMetrics(t *testing.T) {
 	e.call("GET", "/v1/requests/"+uuidLike.FindString(id), "", e.as("acme-r")...)
 	e.call("GET", "/nope/"+id, "")
 	e.call("PUT", "/v1/requests/"+id, "")
+	e.call("GET", "/", "")
 	out := scrapeMetrics(t, e)
 	wantLines(t, out,
+		`asyncstatus_http_requests_total{class="2xx",method="GET",route="/"} 1`,
 		`asyncstatus_http_requests_total{class="2xx",method="POST",route="/v1/requests"} 1`,
 		`asyncstatus_http_requests_total{class="2xx",method="GET",route="/v1/requests/:id"} 3`,
 		`asyncstatus_http_requests_total{class="4xx",method="GET",route="/v1/requests/:id"} 1`,

@@ -276,7 +276,7 @@ func TestOpenAPIContract(t *testing.T) {
 	listed := hasRoute(e, "GET", "/v1/requests")
 
 	// operations
-	for _, p := range []string{"/healthz", "/readyz", "/metrics", "/openapi.json"} {
+	for _, p := range []string{"/", "/healthz", "/livez", "/readyz", "/metrics", "/openapi.json"} {
 		k.check(t, e, exchange{name: p, method: "GET", path: p, want: 200})
 	}
 	k.check(t, e, exchange{name: "request id honoured", method: "GET", path: "/healthz", hdr: []string{"X-Request-Id", "trace-1"}, want: 200})

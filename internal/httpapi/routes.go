@@ -13,9 +13,13 @@ func (s *Server) routes() {
 		a.Use(s.observe) // metrics and access log (observe.go)
 	}
 
+	a.Get("/", s.root)
 	a.Get("/healthz", s.healthz)
+	a.Get("/livez", s.healthz) // the name Kubernetes' own endpoints use
 	a.Get("/readyz", s.readyz)
-	a.Get("/metrics", s.metricsHandler())
+	if !s.opts.MetricsElsewhere {
+		a.Get("/metrics", s.metricsHandler())
+	}
 	a.Get("/openapi.json", s.openapi)
 
 	v1 := a.Group("/v1")

@@ -87,6 +87,9 @@ type Options struct {
 	// Metrics receives request, transition and refusal counts, and its registry is
 	// served at /metrics. default: nil, nothing is counted and /metrics is empty.
 	Metrics *metrics.Metrics
+	// MetricsElsewhere: /metrics is served on a listener of its own
+	// (metrics.addr), so this server does not serve it. default: false.
+	MetricsElsewhere bool
 	// Webhooks manages webhook endpoints; nil: the /v1/webhooks routes are not
 	// served. default: nil.
 	Webhooks Webhooks

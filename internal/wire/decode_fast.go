@@ -9,7 +9,7 @@ import (
 
 // The fast paths below decode the common, well-formed bodies without encoding/json's
 // reflection-driven Decoder, which would be the largest part of the server's CPU on
-// create and complete (docs/performance.md, item 7). Each one answers only when it
+// create and complete (docs/performance-log.md, item 7). Each one answers only when it
 // can prove that the slow path (decodeCreateSlow and friends) would accept the body
 // and return the very same value; for anything else (an error, an escape, an unknown
 // or duplicate member, a value it does not understand) it declines and the slow path

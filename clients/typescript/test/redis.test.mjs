@@ -1,0 +1,3 @@
+import { apiSuite } from "./suite.mjs";
+
+apiSuite("redis");
