@@ -234,17 +234,20 @@ func (t *shardSpread) of(ctx context.Context, s *Store, tenant string) [][]int {
 // shard 0 (tenant-level keys live there too), "<tenant>:<n>" for another
 // shard (shardName). The audit drainers treat each shard name as a tenant of
 // its own (AuditTenants).
-func tagOf(name string) string { return "{" + name + "}" }
+func tagOf(name domain.ShardName) string { return "{" + string(name) + "}" }
+
+// ownTag is the tag of tenant's shard 0, whose name is the tenant's.
+func ownTag(tenant string) string { return tagOf(domain.ShardName(tenant)) }
 
 // shardName is tag without its braces.
-func shardName(tag string) string { return tag[1 : len(tag)-1] }
+func shardName(tag string) domain.ShardName { return domain.ShardName(tag[1 : len(tag)-1]) }
 
 // tenantOf is the tenant a shard name belongs to.
-func tenantOf(name string) string {
-	if i := strings.IndexByte(name, ':'); i >= 0 {
-		return name[:i]
+func tenantOf(name domain.ShardName) string {
+	if i := strings.IndexByte(string(name), ':'); i >= 0 {
+		return string(name[:i])
 	}
-	return name
+	return string(name)
 }
 
 // Slot arithmetic, for placing shards (above) and for finding each slot

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
 
 // Consumer-group reads shared by the webhook outbox and the audit streams:
@@ -17,10 +19,10 @@ import (
 // gets it, made from the start so that entries written before it are read too,
 // and is read again. It returns each tenant's entries, and the first error
 // (wrapped as op) while still reading the other tenants.
-func (s *Store) readNew(ctx context.Context, op, group, consumer string, tenants []string, stream func(string) string, count func(string) int64) (map[string][]redis.XMessage, error) {
-	out := map[string][]redis.XMessage{}
+func (s *Store) readNew(ctx context.Context, op, group, consumer string, tenants []domain.ShardName, stream func(domain.ShardName) string, count func(domain.ShardName) int64) (map[domain.ShardName][]redis.XMessage, error) {
+	out := map[domain.ShardName][]redis.XMessage{}
 	var firstErr error
-	read := func(ts []string) (missing []string) {
+	read := func(ts []domain.ShardName) (missing []domain.ShardName) {
 		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 		defer cancel()
 		cmds := make([]*redis.XStreamSliceCmd, len(ts))
@@ -61,7 +63,7 @@ func (s *Store) readNew(ctx context.Context, op, group, consumer string, tenants
 }
 
 // createGroups makes group on each tenant's stream, reading from the start.
-func (s *Store) createGroups(ctx context.Context, group string, tenants []string, stream func(string) string) {
+func (s *Store) createGroups(ctx context.Context, group string, tenants []domain.ShardName, stream func(domain.ShardName) string) {
 	cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
 	_, _ = s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
