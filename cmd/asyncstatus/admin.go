@@ -80,7 +80,11 @@ func cmdKeys(ctx context.Context, args []string, getenv func(string) string, std
 			return err
 		}
 		defer b.Close()
-		plain, k, err := auth.NewKey(tenant, sc, name, time.Now())
+		issuer, err := keyIssuer(cfgPath, getenv, b)
+		if err != nil {
+			return err
+		}
+		plain, k, err := issuer.NewKey(tenant, sc, name, time.Now())
 		if err != nil {
 			return err
 		}
@@ -164,7 +168,11 @@ func createOperatorKey(ctx context.Context, tenant, scopes, name, cfgPath string
 		return err
 	}
 	defer b.Close()
-	plain, k, err := auth.NewOperatorKey(name, time.Now())
+	issuer, err := keyIssuer(cfgPath, getenv, b)
+	if err != nil {
+		return err
+	}
+	plain, k, err := issuer.NewOperatorKey(name, time.Now())
 	if err != nil {
 		return err
 	}
@@ -229,6 +237,20 @@ func cmdConfig(_ context.Context, args []string, getenv func(string) string, std
 	}
 	_, err = stdout.Write(out)
 	return err
+}
+
+// keyIssuer makes keys with the keyed check serve verifies: it needs the same
+// secrets (auth.key_check_secret, else auth.poll_token_secret).
+func keyIssuer(cfgPath string, getenv func(string) string, b *backend) (*auth.Authenticator, error) {
+	cfg, err := loadConfig(cfgPath, getenv)
+	if err != nil {
+		return nil, err
+	}
+	secret, err := pollSecret(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("keys create: %w", err)
+	}
+	return newAuthenticator(cfg, b.store, secret), nil
 }
 
 // embeddedNote is what `config check` says when no Redis is configured.

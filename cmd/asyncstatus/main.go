@@ -73,6 +73,8 @@ func dispatch(ctx context.Context, args []string, environ []string, stdout, stde
 		return cmdConfig(ctx, rest, getenv, stdout)
 	case "requests":
 		return cmdRequests(ctx, rest, getenv, stdout, stderr)
+	case "healthcheck":
+		return cmdHealthcheck(ctx, rest, getenv, stdout)
 	case "version":
 		fs, _, err := flags("version", rest, stderr, nil)
 		if err != nil {

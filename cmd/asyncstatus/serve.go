@@ -12,7 +12,8 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/asyncstatus/asyncstatus/internal/auth"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/asyncstatus/asyncstatus/internal/buildinfo"
 	"github.com/asyncstatus/asyncstatus/internal/config"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
@@ -52,6 +53,9 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	logw := logbuf.New(stderr, accessLogFlush, accessLogBuffer)
 	defer logw.Close()
 	log := newLogger(cfg, logw.Direct())
+	// go-redis keeps one logger per process, printing plain text on stderr
+	// unless told otherwise.
+	redis.SetLogger(store.NewRedisLogger(log))
 	build := buildinfo.Read(version)
 	m, err := newMetrics(build)
 	if err != nil {
@@ -68,10 +72,10 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	defer b.Close()
 	m.SetEmbedded(b.embedded != nil)
 
-	authn := auth.New(b.store, secret, cfg.Auth.KeyCacheTTL, nil)
+	authn := newAuthenticator(cfg, b.store, secret)
 	demoKey, demoKeyID := "", ""
 	if b.embedded != nil {
-		plain, k, err := auth.NewKey("demo", domain.ScopeRead|domain.ScopeWrite|domain.ScopeAdmin, "demo", time.Now())
+		plain, k, err := authn.NewKey("demo", domain.ScopeRead|domain.ScopeWrite|domain.ScopeAdmin, "demo", time.Now())
 		if err != nil {
 			return err
 		}
@@ -227,10 +231,11 @@ func newAccessLog(cfg config.Config, w io.Writer) *slog.Logger {
 }
 
 func httpOptions(cfg config.Config) httpapi.Options {
-	o := httpapi.Options{PublicURL: cfg.HTTP.PublicURL, BodyLimitBytes: cfg.HTTP.BodyLimitBytes,
+	o := httpapi.Options{PublicURL: cfg.HTTP.PublicURL, TrustedProxies: cfg.HTTP.TrustedProxies, BodyLimitBytes: cfg.HTTP.BodyLimitBytes,
 		Limits:      domain.Limits{ContextBytes: cfg.Limits.ContextBytes, ResultBytes: cfg.Limits.ResultBytes},
 		ReadTimeout: cfg.HTTP.ReadTimeout, WriteTimeout: cfg.HTTP.WriteTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
 		Wait: httpapi.WaitOptions{Max: cfg.Wait.Max, MaxWaiters: cfg.Wait.MaxWaiters, Heartbeat: cfg.Wait.Heartbeat,
+			MaxWaitersPerTenant: cfg.Wait.MaxWaitersPerTenant, MaxWaitersPerCredential: cfg.Wait.MaxWaitersPerCredential,
 			StreamMax: cfg.Wait.StreamMax, ReadTimeout: cfg.Redis.OpTimeout},
 		CORSOrigins: cfg.HTTP.CORS.AllowedOrigins}
 	so := storeOptions(cfg)

@@ -40,6 +40,7 @@ const usage = `usage:
   asyncstatus webhooks reseal [--tenant T] [--dry-run]
   asyncstatus config check [--config FILE]
   asyncstatus version
+  asyncstatus healthcheck [--url URL] [--timeout DURATION]
   asyncstatus requests get|list|events|wait ...   (asyncstatus requests --help)
 Every command takes --config FILE and ASYNCSTATUS_* environment overrides.
 "asyncstatus COMMAND --help" describes a command and its flags.`
@@ -78,6 +79,8 @@ func synopsis(name string) string {
 		return "config check [--config FILE]"
 	case "version":
 		return "version"
+	case "healthcheck":
+		return "healthcheck [--url URL] [--timeout DURATION] [--config FILE]"
 	}
 	return ""
 }

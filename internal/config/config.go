@@ -97,6 +97,12 @@ type HTTP struct {
 	Addr string `yaml:"addr"`
 	// PublicURL, when set, is the base of absolute URLs (Location, Operation-Location, Link).
 	PublicURL string `yaml:"public_url"`
+	// TrustedProxies are the addresses (IPs or CIDRs, "10.0.0.0/8") of the
+	// reverse proxies in front of the service: only a connection from one of
+	// them may set the scheme and host of absolute URLs with X-Forwarded-Proto
+	// (http or https, nothing else) and X-Forwarded-Host, when public_url is
+	// not set. default: none (the headers are ignored).
+	TrustedProxies []string `yaml:"trusted_proxies"`
 	// BodyLimitBytes: larger bodies answer 413. default: 1048576.
 	BodyLimitBytes int `yaml:"body_limit_bytes"`
 	// ReadTimeout, WriteTimeout, IdleTimeout of connections. defaults: 10s, 10s, 60s.
@@ -127,6 +133,14 @@ type Wait struct {
 	// past it a long poll is answered as an ordinary poll. 0 turns waiting off.
 	// default: 10000.
 	MaxWaiters int `yaml:"max_waiters"`
+	// MaxWaitersPerTenant bounds the waits one tenant may hold at once on one
+	// replica, so that one tenant cannot deny waiting to the others; past it a
+	// wait is answered as past max_waiters. 0: no share. default: 1000.
+	MaxWaitersPerTenant int `yaml:"max_waiters_per_tenant"`
+	// MaxWaitersPerCredential bounds the waits one API key, or the poll token
+	// of one request, may hold at once on one replica. 0: no share.
+	// default: 100.
+	MaxWaitersPerCredential int `yaml:"max_waiters_per_credential"`
 	// Heartbeat is the interval of an event stream's keep-alive comment, and how
 	// soon a wait or stream whose client left frees its slot. default: 15s.
 	Heartbeat time.Duration `yaml:"heartbeat"`
@@ -144,6 +158,14 @@ type Auth struct {
 	// KeyCacheTTL: how long a looked-up API key (and so a revocation) may be cached
 	// in process. default: 10s. 0 disables the cache.
 	KeyCacheTTL time.Duration `yaml:"key_cache_ttl"`
+	// KeyCheckSecret is what the subkey of API keys' keyed check is derived
+	// from. Secret. default: "" (PollTokenSecret). Set it to the previous
+	// poll_token_secret when rotating that, so that keys keep their check.
+	KeyCheckSecret string `yaml:"key_check_secret"`
+	// AcceptLegacyKeys accepts API keys without the keyed check (issued before
+	// it, or of the 63-character shape): each unknown one costs a lookup.
+	// default: true (docs/operations.md says until when).
+	AcceptLegacyKeys bool `yaml:"accept_legacy_keys"`
 }
 
 // Polling paces clients (docs/reference.md §5).

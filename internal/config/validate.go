@@ -257,6 +257,11 @@ func (h *HTTP) validate(p *problems) {
 			p.add("http.public_url", "must not have a query or fragment, got %q", h.PublicURL)
 		}
 	}
+	for _, a := range h.TrustedProxies {
+		if !validProxy(a) {
+			p.add("http.trusted_proxies", "%q is not an IP address or a CIDR range", a)
+		}
+	}
 	if h.BodyLimitBytes <= 0 {
 		p.add("http.body_limit_bytes", "must be greater than 0, got %d", h.BodyLimitBytes)
 	}
@@ -291,11 +296,20 @@ func (w *Wait) validate(p *problems) {
 	if w.MaxWaiters < 0 {
 		p.add("wait.max_waiters", "must not be negative, got %d", w.MaxWaiters)
 	}
+	if w.MaxWaitersPerTenant < 0 {
+		p.add("wait.max_waiters_per_tenant", "must not be negative, got %d", w.MaxWaitersPerTenant)
+	}
+	if w.MaxWaitersPerCredential < 0 {
+		p.add("wait.max_waiters_per_credential", "must not be negative, got %d", w.MaxWaitersPerCredential)
+	}
 	p.positive("wait.heartbeat", w.Heartbeat)
 	p.positive("wait.stream_max", w.StreamMax)
 }
 
 func (a *Auth) validate(p *problems) {
+	if n := len(a.KeyCheckSecret); n > 0 && n < minPollTokenSecret {
+		p.add("auth.key_check_secret", "must be at least %d bytes, got %d", minPollTokenSecret, n)
+	}
 	if n := len(a.PollTokenSecret); n > 0 && n < minPollTokenSecret {
 		// Never echo the secret, only its length.
 		p.add("auth.poll_token_secret", "must be at least %d bytes, got %d", minPollTokenSecret, n)
@@ -443,4 +457,14 @@ func (a *Audit) validate(p *problems) {
 		p.add("audit.max_backlog", "must be greater than 0, got %d", a.MaxBacklog)
 	}
 	p.positive("audit.claim_after", a.ClaimAfter)
+}
+
+// validProxy reports whether a is an IP address or a CIDR range, as
+// http.trusted_proxies takes them.
+func validProxy(a string) bool {
+	if strings.Contains(a, "/") {
+		_, _, err := net.ParseCIDR(a)
+		return err == nil
+	}
+	return net.ParseIP(a) != nil
 }

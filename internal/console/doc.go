@@ -8,8 +8,9 @@
 // tuned hot path untouched (docs/console.md).
 //
 // It imports internal/domain, internal/problem's code table (so a refusal
-// page has the status the API answers) and internal/auth's tenant-name rule
-// only (and the Prometheus client for the figures);
+// page has the status the API answers), internal/auth's tenant-name rule and
+// internal/sse's event framing only (and the Prometheus client for the
+// figures);
 // the store and the authenticator come in through the Store and Authenticator
 // interfaces, and cmd/asyncstatus wires them.
 package console

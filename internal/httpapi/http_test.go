@@ -238,8 +238,8 @@ func TestCreate(t *testing.T) {
 		t.Fatalf("id %q is not a UUIDv7", id)
 	}
 	want := "http://status.example:8443/v1/requests/" + id
-	if r.h.Get("Location") != want || r.h.Get("Operation-Location") != want {
-		t.Fatalf("Location %q Operation-Location %q, want %q", r.h.Get("Location"), r.h.Get("Operation-Location"), want)
+	if r.h.Get("Location") != want || r.h.Get("Operation-Location") != want+"/operation" {
+		t.Fatalf("Location %q Operation-Location %q, want %q and its status monitor", r.h.Get("Location"), r.h.Get("Operation-Location"), want)
 	}
 	if r.h.Get("Retry-After") != "30" { // 180 s clamped into the default schedule 1..30 s
 		t.Fatalf("Retry-After %q", r.h.Get("Retry-After"))

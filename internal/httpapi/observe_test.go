@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -182,7 +183,7 @@ func deadRedis(t *testing.T) *redis.Client {
 // fixedAuth accepts any bearer key as acme's reader.
 type fixedAuth struct{}
 
-func (fixedAuth) APIKey(context.Context, string) (domain.Principal, error) {
+func (fixedAuth) APIKeyFrom(context.Context, string, netip.Addr) (domain.Principal, error) {
 	return domain.Principal{Tenant: "acme", KeyID: "key_fixed", Scopes: domain.ScopeRead | domain.ScopeWrite | domain.ScopeAdmin}, nil
 }
 func (fixedAuth) PollTokenPrincipal(string, string) (domain.Principal, error) {
