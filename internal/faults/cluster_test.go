@@ -241,8 +241,8 @@ func requestHolders(t *testing.T, cl *testenv.ClusterProcs) map[string]string {
 
 // TestClusterReplicaDown stops (SIGKILL) one replica of a Redis Cluster under
 // load. No call of ours goes to a replica (wait_replicas is 0), so nothing may
-// change: every answer as usual and /readyz 200 throughout. Before, /readyz
-// asked every node, replicas included, and flapped to 503 on every instance of
+// change: every answer as usual and /readyz 200 throughout. A /readyz that
+// asked every node, replicas included, would flap to 503 on every instance of
 // the service for about 6 s (cluster-node-timeout 1 s here; 15 s by default).
 func TestClusterReplicaDown(t *testing.T) {
 	cl := testenv.StartCluster(t, "--cluster-require-full-coverage", "no")

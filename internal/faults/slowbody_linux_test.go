@@ -18,16 +18,17 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 
-// slowBodies is how many connections TestSlowBodiesMemory opens (spec §7).
+// slowBodies is how many connections TestSlowBodiesMemory opens (docs/reference.md §7).
 const slowBodies = 2000
 
 // maxSlowBodyRise is what those connections may add to the service's RSS:
-// the spec's bound (§7 "Hostile input": 2,000 such connections raise the RSS
+// the bound of docs/reference.md §7 ("Hostile input": 2,000 such connections raise the RSS
 // by at most 100 MB, about 50 KiB a connection). Since bodies are streamed
 // a connection holds fasthttp's 8 KiB body prefetch, its 4 KiB read buffer, a
 // goroutine stack and a request context: docs/performance.md has the figure
-// (about 20 MB for all 2,000). Before, each one held the 1 MiB it declared
-// (2,000 took 2.1 GB), so the bound is far from both the figure and the fault.
+// (about 20 MB for all 2,000). Were a connection to hold the 1 MiB it declares
+// (fasthttp's default, docs/pitfalls.md), 2,000 would take 2.1 GB: the bound
+// is far from both the figure and the fault.
 const maxSlowBodyRise = 100 << 20
 
 // TestSlowBodiesMemory runs the built service (without -race: the race

@@ -13,7 +13,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
 
-// Waits follows requests for long polls and event streams (spec §12): the
+// Waits follows requests for long polls and event streams (docs/reference.md §12): the
 // store's notification hub (store.Hub) in serve.
 type Waits interface {
 	// Watch returns once a change of (tenant, id) made after it returns cannot
@@ -153,7 +153,7 @@ func (s *Server) watch(c *fiber.Ctx) (wa domain.Watch, sl *slot, err error) {
 	return wa, sl, nil
 }
 
-// longPoll answers GET /v1/requests/{id} with Prefer: wait=n (spec §12). A
+// longPoll answers GET /v1/requests/{id} with Prefer: wait=n (docs/reference.md §12). A
 // wait that has to wait is parked (park.go); the rest answer at once.
 func (s *Server) longPoll(c *fiber.Ctx, n int, v view) error {
 	wa, sl, err := s.watch(c)

@@ -13,7 +13,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
 
-// Durability of acknowledged writes (spec §11).
+// Durability of acknowledged writes (docs/reference.md §11).
 //
 // A write is acknowledged (2xx) only after Redis has applied it atomically: one Lua
 // script. With Options.WaitReplicas = n > 0 it is acknowledged only after

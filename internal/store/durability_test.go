@@ -68,7 +68,7 @@ func createWithKey(s *store.Store, tenant, key string) (*domain.Request, bool, e
 		Input: domain.CreateInput{Type: "export", Context: json.RawMessage(`{"a":1}`)}})
 }
 
-// wantUnknownOutcome checks that err is the 503 of §11 that says the write may or
+// wantUnknownOutcome checks that err is the 503 of docs/reference.md §11 that says the write may or
 // may not have been applied and that a retry with the same key is safe.
 func wantUnknownOutcome(t *testing.T, what string, err error) {
 	t.Helper()

@@ -64,7 +64,7 @@ var registry = []struct {
 }
 
 func loadScripts(consts []luaConst) (scripts, error) {
-	consts = append(recordConstants(), consts...)
+	consts = append(append(recordConstants(), statusConstants()...), consts...)
 	var s scripts
 	for _, x := range registry {
 		src, err := readScript(x.file, consts)
@@ -106,8 +106,11 @@ func readScript(name string, cs []luaConst) (string, error) {
 }
 
 func isInline(c luaConst) bool {
-	_, ok := c.v.(inlineInt)
-	return ok
+	switch c.v.(type) {
+	case inlineInt, inlineLua:
+		return true
+	}
+	return false
 }
 
 // assemble is the text of a script body: the constants of cs it uses, the
@@ -126,7 +129,11 @@ func assemble(lib, body string, cs []luaConst) (string, error) {
 		switch {
 		case !used[c.name]:
 		case isInline(c):
-			inline[c.name] = strconv.FormatInt(int64(c.v.(inlineInt)), 10)
+			if v, ok := c.v.(inlineInt); ok {
+				inline[c.name] = strconv.FormatInt(int64(v), 10)
+			} else {
+				inline[c.name] = string(c.v.(inlineLua))
+			}
 		default:
 			mine = append(mine, c)
 		}
@@ -145,7 +152,7 @@ func assemble(lib, body string, cs []luaConst) (string, error) {
 // luaConst is one configuration value a script reads as a constant.
 type luaConst struct {
 	name string
-	v    any // int64 or float64: a Lua number; string: a Lua string; inlineInt
+	v    any // int64 or float64: a Lua number; string: a Lua string; inlineInt, inlineLua
 }
 
 // inlineInt is a constant written where its name stands, as a number literal,
@@ -154,6 +161,10 @@ type luaConst struct {
 // more instructions in Redis.
 type inlineInt int64
 
+// inlineLua is a constant written where its name stands as this Lua source
+// text (a string literal, a table constructor): the status letters.
+type inlineLua string
+
 // luaConstants writes cs as Lua local definitions. Settings reach the scripts
 // this way rather than as ARGV because Redis parses every argument of every
 // call and makes a Lua string of it, and the scripts then convert numbers back
@@ -161,7 +172,7 @@ type inlineInt int64
 // configuration is its own script text (its own SHA1), loaded like any other.
 // Values Redis commands take (a TTL, a MAXLEN) stay strings, as every number
 // given to redis.call should: Lua number formatting differs between Redis and
-// the embedded store (shared/notes/pitfalls.md).
+// the embedded store (docs/pitfalls.md).
 func luaConstants(cs []luaConst) string {
 	var b strings.Builder
 	for _, c := range cs {
@@ -525,8 +536,6 @@ func (s *Store) runList(ctx context.Context, calls []scriptCall, first bool, tag
 // sends each master its calls together and the masters in parallel: one
 // round trip per master), EVALSHA first and EVAL again for all when Redis lost
 // the script. The replies are in calls' order; any failed call fails all.
-// Over in-memory pipes (no autopipeline: the embedded store) the pipeline is
-// cut into pipelineChunk/3 calls, which they carry without deadlock.
 // Redis that lost the script gets it loaded (SCRIPT LOAD) and the calls again.
 func (s *Store) runEach(ctx context.Context, sc *script, calls []scriptCall) ([]reply, error) {
 	if len(calls) == 1 {
@@ -535,51 +544,43 @@ func (s *Store) runEach(ctx context.Context, sc *script, calls []scriptCall) ([]
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
-	step := len(calls)
-	if s.ap == nil {
-		step = pipelineChunk / 3
+	start := time.Now()
+	cmds := make([]*redis.Cmd, len(calls))
+	exec := func() error {
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, c := range calls {
+				cmds[i] = sc.EvalSha(ctx, p, c.keys, c.args...)
+			}
+			return nil
+		})
+		return err
 	}
-	out := make([]reply, 0, len(calls))
-	for len(calls) > 0 {
-		chunk := calls[:min(step, len(calls))]
-		calls = calls[len(chunk):]
-		start := time.Now()
-		cmds := make([]*redis.Cmd, len(chunk))
-		exec := func() error {
-			_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-				for i, c := range chunk {
-					cmds[i] = sc.EvalSha(ctx, p, c.keys, c.args...)
-				}
-				return nil
-			})
-			return err
+	err := exec()
+	if err != nil && slices.ContainsFunc(cmds, func(c *redis.Cmd) bool {
+		return c.Err() != nil && redis.HasErrorPrefix(c.Err(), "NOSCRIPT")
+	}) {
+		// Load it (on a Cluster: on every master) rather than EVAL it once
+		// per call: the script's text is a few KiB, sent once.
+		if err = sc.Load(ctx, s.rdb).Err(); err == nil {
+			err = exec()
 		}
-		err := exec()
-		if err != nil && slices.ContainsFunc(cmds, func(c *redis.Cmd) bool {
-			return c.Err() != nil && redis.HasErrorPrefix(c.Err(), "NOSCRIPT")
-		}) {
-			// Load it (on a Cluster: on every master) rather than EVAL it once
-			// per call: the script's text is a few KiB, sent once.
-			if err = sc.Load(ctx, s.rdb).Err(); err == nil {
-				err = exec()
-			}
-		}
-		if o := s.opts.ScriptObserver; o != nil {
-			d := time.Since(start) // each call waited for the whole pipeline
-			for _, c := range cmds {
-				o.ObserveScript(sc.name, d, c.Err())
-			}
-		}
-		if err != nil {
-			return nil, s.scriptFailed(sc, err)
-		}
+	}
+	if o := s.opts.ScriptObserver; o != nil {
+		d := time.Since(start) // each call waited for the whole pipeline
 		for _, c := range cmds {
-			r, err := decodeReply(c.Val())
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, r)
+			o.ObserveScript(sc.name, d, c.Err())
 		}
+	}
+	if err != nil {
+		return nil, s.scriptFailed(sc, err)
+	}
+	out := make([]reply, len(cmds))
+	for i, c := range cmds {
+		r, err := decodeReply(c.Val())
+		if err != nil {
+			return nil, err
+		}
+		out[i] = r
 	}
 	return out, nil
 }
