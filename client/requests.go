@@ -23,6 +23,10 @@ type CreateParams struct {
 	// Context is encoded as a JSON object (at most limits.context_bytes,
 	// 4 KiB by default) and returned with the request. Optional.
 	Context any
+	// Labels (at most 8; names ^[a-z][a-z0-9_.-]{0,62}$, values
+	// ^[A-Za-z0-9]([A-Za-z0-9._:/-]{0,61}[A-Za-z0-9])?$) are fixed at create;
+	// listings can filter by them. Optional.
+	Labels map[string]string
 	// EstimatedDuration (1s..24h, whole seconds) sets the create answer's
 	// Retry-After within the polling schedule. Optional.
 	EstimatedDuration time.Duration
@@ -34,6 +38,9 @@ func (c *Client) Create(ctx context.Context, p CreateParams, opts ...CallOption)
 	body := map[string]any{"type": p.Type}
 	if p.Context != nil {
 		body["context"] = p.Context
+	}
+	if len(p.Labels) > 0 {
+		body["labels"] = p.Labels
 	}
 	if p.EstimatedDuration > 0 {
 		body["estimated_duration_seconds"] = int64((p.EstimatedDuration + time.Second - 1) / time.Second)

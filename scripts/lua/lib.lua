@@ -81,9 +81,12 @@ local SEP = '\31'
 
 -- rec_split cuts a record into its fields. One string.match with a capture
 -- per field (RECORD_SPLIT): half the Redis time of a loop of string.find and
--- string.sub.
+-- string.sub. A record written before labels has one field less (it ends
+-- with the cancellation): it is cut as one with no labels.
 local function rec_split(s)
-  return {string.match(s, RECORD_SPLIT)}
+  local f = {string.match(s, RECORD_SPLIT)}
+  if f[1] == nil then f = {string.match(s .. '\31', RECORD_SPLIT)} end
+  return f
 end
 
 --- @include "SEP"

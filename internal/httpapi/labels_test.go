@@ -1,0 +1,57 @@
+package httpapi_test
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestCreateLabelsHTTP: labels (docs/reference.md §16) are validated with a
+// 400 naming the field, answered in the representation (omitted without any),
+// kept by polls and transitions, and part of the Idempotency-Key fingerprint.
+func TestCreateLabelsHTTP(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, c := range []struct{ name, labels, field string }{
+		{"NotObject", `["a"]`, "labels"},
+		{"TooMany", `{"a":"1","b":"2","c":"3","d":"4","e":"5","f":"6","g":"7","h":"8","i":"9"}`, "labels"},
+		{"BadName", `{"Team":"x"}`, "labels.Team"},
+		{"BadValue", `{"team":"a b"}`, "labels.team"},
+		{"ValueNotString", `{"team":7}`, "labels.team"},
+		{"ValueTooLong", `{"team":"` + strings.Repeat("v", 64) + `"}`, "labels.team"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := wantProblem(t, e.create("acme-rw", `{"type":"x","labels":`+c.labels+`}`), 400, "VALIDATION_FAILED")
+			errs, _ := m["errors"].([]any)
+			if len(errs) == 0 || errs[0].(map[string]any)["field"] != c.field {
+				t.Fatalf("errors %v, want field %s", m["errors"], c.field)
+			}
+		})
+	}
+	for _, k := range e.m.Keys() {
+		if strings.Contains(k, ":r:") {
+			t.Fatalf("a refused create stored %s", k)
+		}
+	}
+
+	body := `{"type":"x","labels":{"team":"billing","env":"prod"}}`
+	r := e.create("acme-rw", body, "Idempotency-Key", "l1")
+	if r.code != 202 || !strings.Contains(string(r.body), `"labels":{"env":"prod","team":"billing"}`) {
+		t.Fatalf("create: %d %s", r.code, r.body)
+	}
+	id := r.json(t)["id"].(string)
+	if p := e.call("GET", "/v1/requests/"+id, "", e.as("acme-r")...); p.code != 200 ||
+		!strings.Contains(string(p.body), `"labels":{"env":"prod","team":"billing"}`) {
+		t.Fatalf("poll: %d %s", p.code, p.body)
+	}
+	if c := e.call("POST", "/v1/requests/"+id+"/cancel", "", e.as("acme-rw")...); c.code != 200 ||
+		!strings.Contains(string(c.body), `"labels":{"env":"prod","team":"billing"}`) {
+		t.Fatalf("cancel: %d %s", c.code, c.body)
+	}
+	// the same labels in another order and spacing replay; other labels do not
+	if again := e.create("acme-rw", `{"labels":{ "env":"prod", "team":"billing"},"type":"x"}`, "Idempotency-Key", "l1"); again.code != 202 || again.json(t)["id"] != id {
+		t.Fatalf("replay: %d %s", again.code, again.body)
+	}
+	wantProblem(t, e.create("acme-rw", `{"type":"x","labels":{"env":"prod"}}`, "Idempotency-Key", "l1"), 422, "IDEMPOTENCY_KEY_REUSED")
+	if plain := e.create("acme-rw", `{"type":"x"}`); plain.code != 202 || strings.Contains(string(plain.body), "labels") {
+		t.Fatalf("unlabelled: %d %s", plain.code, plain.body)
+	}
+}
