@@ -10,6 +10,8 @@ import (
 // Label rules (docs/reference.md §16): at most MaxLabels labels, fixed at create.
 const (
 	MaxLabels = 8
+	// MaxSelectorTerms bounds a label_selector's name=value terms.
+	MaxSelectorTerms = 4
 	// LabelNamePattern and LabelValuePattern are what a label's name and value
 	// must match; errors quote them. ValidLabelName and ValidLabelValue check
 	// them by hand (no regexp on the create path); TestLabelPatterns holds the

@@ -16,6 +16,9 @@ type ListFilter struct {
 	Statuses []Status
 	// CreatedAfter and CreatedBefore bound created_at, both inclusive.
 	CreatedAfter, CreatedBefore *time.Time
+	// LabelSelector keeps requests carrying every one of these labels
+	// (docs/reference.md §16), at most MaxSelectorTerms; "" for none.
+	LabelSelector Labels
 	// Limit is the page size, 1..MaxListLimit.
 	Limit int
 	// Cursor is the opaque continuation from a previous page; "" for the first.

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -53,5 +54,42 @@ func TestCreateLabelsHTTP(t *testing.T) {
 	wantProblem(t, e.create("acme-rw", `{"type":"x","labels":{"env":"prod"}}`, "Idempotency-Key", "l1"), 422, "IDEMPOTENCY_KEY_REUSED")
 	if plain := e.create("acme-rw", `{"type":"x"}`); plain.code != 202 || strings.Contains(string(plain.body), "labels") {
 		t.Fatalf("unlabelled: %d %s", plain.code, plain.body)
+	}
+}
+
+// TestListByLabelSelectorHTTP: label_selector filters the listing; a bad one
+// answers 400 naming label_selector.
+func TestListByLabelSelectorHTTP(t *testing.T) {
+	e := newEnv(t, nil)
+	var prod []string
+	for i, env := range []string{"prod", "dev", "prod", "dev", "prod"} {
+		r := e.create("acme-rw", `{"type":"x","labels":{"env":"`+env+`","n":"`+string(rune('0'+i))+`"}}`)
+		if r.code != 202 {
+			t.Fatalf("create: %d %s", r.code, r.body)
+		}
+		if env == "prod" {
+			prod = append([]string{r.json(t)["id"].(string)}, prod...)
+		}
+	}
+	r := e.call("GET", "/v1/requests?label_selector=env%3Dprod&limit=2", "", e.as("acme-r")...)
+	items, _ := r.json(t)["items"].([]any)
+	if r.code != 200 || len(items) != 2 || items[0].(map[string]any)["id"] != prod[0] || items[1].(map[string]any)["id"] != prod[1] {
+		t.Fatalf("list: %d %s", r.code, r.body)
+	}
+	next, _ := r.json(t)["next_cursor"].(string)
+	r = e.call("GET", "/v1/requests?label_selector=env=prod&limit=2&cursor="+next, "", e.as("acme-r")...)
+	items, _ = r.json(t)["items"].([]any)
+	if r.code != 200 || len(items) != 1 || items[0].(map[string]any)["id"] != prod[2] || r.json(t)["next_cursor"] != nil {
+		t.Fatalf("second page: %d %s", r.code, r.body)
+	}
+	r = e.call("GET", "/v1/requests?label_selector=env=prod,n=2", "", e.as("acme-r")...)
+	if items, _ = r.json(t)["items"].([]any); r.code != 200 || len(items) != 1 || items[0].(map[string]any)["id"] != prod[1] {
+		t.Fatalf("two terms: %d %s", r.code, r.body)
+	}
+	for _, sel := range []string{"env", "env=", "=prod", "Env=prod", "env=prod,env=dev", "a=1,b=2,c=3,d=4,e=5", "env=-x"} {
+		m := wantProblem(t, e.call("GET", "/v1/requests?label_selector="+url.QueryEscape(sel), "", e.as("acme-r")...), 400, "VALIDATION_FAILED")
+		if errs, _ := m["errors"].([]any); len(errs) == 0 || errs[0].(map[string]any)["field"] != "label_selector" {
+			t.Errorf("%s: %v", sel, m["errors"])
+		}
 	}
 }

@@ -87,7 +87,8 @@ func (s *Store) list(ctx context.Context, tenant string, f domain.ListFilter, al
 	// summary; a deployment runs S > 1 only once every replica runs this
 	// version (a Cluster upgrading pins S = 1 for its rollout:
 	// docs/operations.md), so it is used there. One shard reads as before.
-	q := listQuery{tags: tags, letters: letters, typ: f.Type, minScore: minScore, lazy: len(tags) > 1 && f.Type == ""}
+	q := listQuery{tags: tags, letters: letters, typ: f.Type, minScore: minScore, lazy: len(tags) > 1 && f.Type == "",
+		labels: string(f.LabelSelector)}
 	groups := s.shardGroups(ctx, tags)
 	page := &domain.ListPage{Items: make([]*domain.Request, 0, limit)}
 	more := false
@@ -189,6 +190,9 @@ type listQuery struct {
 	tags                                  []string
 	letters, typ, maxScore, minScore, cID string
 	lazy                                  bool
+	// labels are the label selector's terms: list_labels.lua takes them in
+	// list.lua's ARGV[7] (the plan), "" for list.lua
+	labels string
 }
 
 // listCalls are a round's list.lua calls, one per group of shards: the ids
@@ -198,6 +202,9 @@ func (s *Store) listCalls(q listQuery, groups [][]int, round, want int) []script
 	plan := ""
 	if q.lazy {
 		plan = "1"
+	}
+	if q.labels != "" {
+		plan = q.labels
 	}
 	calls := make([]scriptCall, len(groups))
 	for i, g := range groups {
@@ -393,6 +400,9 @@ func filterDigest(tenant string, f domain.ListFilter) [8]byte {
 	b.WriteString("\x00")
 	for _, st := range f.Statuses { // sorted and unique (wire.DecodeListQuery)
 		b.WriteString(string(st) + ",")
+	}
+	if f.LabelSelector != "" { // absent, the digest is the one of cursors made before labels
+		b.WriteString("\x00l:" + string(f.LabelSelector))
 	}
 	for _, t := range []*time.Time{f.CreatedAfter, f.CreatedBefore} {
 		b.WriteString("\x00")

@@ -367,7 +367,7 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 		// created_at is the id's own timestamp, so that id order is creation order.
 		created := uuidTime(u)
 		a := createArgs{on: on{tag: tag, id: id, now: ms(created)}, rec: newRecord(in.Type, p.CreatedBy, in.Context, in.Labels),
-			fp: fp, stale: stale, typ: in.Type, by: p.CreatedBy}
+			fp: fp, stale: stale, typ: in.Type, by: p.CreatedBy, labels: in.Labels}
 		if attempt == 0 { // counted once: a retry after a stale idempotency entry is the same call
 			a.rate = s.counters(tag, ratelimit.ScopeWrite, p.Credential)
 		}
@@ -423,6 +423,7 @@ type createArgs struct {
 	// an id an entry of that key may name and be taken over from.
 	fp, stale string
 	typ, by   string
+	labels    domain.Labels
 	// idem is the Idempotency-Key's key, "" without one.
 	idem string
 }
@@ -436,7 +437,8 @@ func (a createArgs) call(k keys) scriptCall {
 	if a.idem != "" {
 		keys = append(keys, a.idem)
 	}
-	return scriptCall{keys, []any{a.id, a.now, a.rec, a.fp, a.stale, a.typ, a.by, k.indexHeads(a.tag)}}
+	return scriptCall{keys, []any{a.id, a.now, a.rec, a.fp, a.stale, a.typ, a.by, k.indexHeads(a.tag),
+		k.labelIndexPrefix(a.tag), string(a.labels)}}
 }
 
 // uuidTime is the millisecond timestamp of a UUIDv7.

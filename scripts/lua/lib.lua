@@ -169,3 +169,25 @@ local function failure_code(to, payload)
   if to ~= 'f' and to ~= 'e' then return '' end
   return string.match(payload, '^{"code":"([^"]*)"') or ''
 end
+
+-- bucket_entry is a retention bucket's entry: "<status letter><id><type>",
+-- then byte 31 and the labels when there are any (the sweeper names the
+-- label index entries from them once the record is gone).
+local function bucket_entry(st, id, typ, labels)
+  if labels == nil or labels == '' then return st .. id .. typ end
+  return st .. id .. typ .. '\31' .. labels
+end
+
+--- @include "rcall"
+-- label_move moves a request's entries in the label indexes (one zset per
+-- status and label, "<lix><status letter>:<name>=<value>", lix the index key
+-- prefix plus "l:", score created_at) from status from to status to; either
+-- may be nil (create adds, delete and retention remove). labels is the
+-- record's labels field: "name=value" pairs joined by ",", "" for none.
+local function label_move(lix, labels, from, to, id, ca)
+  if labels == nil or labels == '' then return end
+  for term in string.gmatch(labels, '[^,]+') do
+    if from then rcall('ZREM', lix .. from .. ':' .. term, id) end
+    if to then rcall('ZADD', lix .. to .. ':' .. term, ca, id) end
+  end
+end
