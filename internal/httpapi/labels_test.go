@@ -93,3 +93,30 @@ func TestListByLabelSelectorHTTP(t *testing.T) {
 		}
 	}
 }
+
+// TestLookupHTTP: ids= answers the visible ones, newest first, in one page;
+// it takes no other parameter, and 1..100 ids.
+func TestLookupHTTP(t *testing.T) {
+	e := newEnv(t, nil)
+	a, _ := e.mustCreate("acme-rw")
+	b, _ := e.mustCreate("acme-rw")
+	r := e.call("GET", "/v1/requests?ids="+a+",nope,"+b, "", e.as("acme-r")...)
+	items, _ := r.json(t)["items"].([]any)
+	if r.code != 200 || len(items) != 2 || items[0].(map[string]any)["id"] != b || items[1].(map[string]any)["id"] != a ||
+		r.json(t)["next_cursor"] != nil {
+		t.Fatalf("lookup: %d %s", r.code, r.body)
+	}
+	if r := e.call("GET", "/v1/requests?ids="+a, "", e.as("globex-rw")...); r.code != 200 || strings.Contains(string(r.body), a) {
+		t.Fatalf("another tenant's lookup: %d %s", r.code, r.body)
+	}
+	many := strings.Repeat(a+",", 100) + a
+	for _, q := range []string{"ids=", "ids=" + a + "&type=x", "ids=" + a + "&limit=5", "ids=" + a + "&cursor=x", many} {
+		if !strings.HasPrefix(q, "ids=") {
+			q = "ids=" + q
+		}
+		m := wantProblem(t, e.call("GET", "/v1/requests?"+q, "", e.as("acme-r")...), 400, "VALIDATION_FAILED")
+		if errs, _ := m["errors"].([]any); len(errs) == 0 || errs[0].(map[string]any)["field"] != "ids" {
+			t.Errorf("%.40s: %v", q, m["errors"])
+		}
+	}
+}

@@ -35,6 +35,9 @@ type position struct {
 // List answers one page of a tenant's requests, newest first (spec §4). See
 // scripts/lua/list.lua for the plan and docs/listing.md for the costs.
 func (s *Store) List(ctx context.Context, tenant string, f domain.ListFilter) (*domain.ListPage, error) {
+	if f.IDs != nil {
+		return s.lookup(ctx, tenant, f) // list_lookup.go
+	}
 	return s.list(ctx, tenant, f, nil)
 }
 

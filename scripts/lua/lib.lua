@@ -25,11 +25,13 @@ end
 -- argument), now a number. Returns whether the call is allowed, then the part
 -- of the reply, right after its code digit, that tells Go (decodeReply) the
 -- binding window: ":<limit>,<remaining>,<end ms>;", the refusing window, else
--- the one with fewer calls left. Only the binding window's PTTL is read.
-local function rate_count(ckey, climit, cwindow, tkey, tlimit, twindow, now)
+-- the one with fewer calls left. Only the binding window's PTTL is read. inc
+-- (default 1) is how many calls this one counts as (a lookup of n ids: n).
+local function rate_count(ckey, climit, cwindow, tkey, tlimit, twindow, now, inc)
+  inc = inc or 1
   local function reply(key, n, window, limit, left)
     local ends = now + tonumber(window)
-    if n > 1 then
+    if n > inc then
       local ttl = rcall('PTTL', key)
       if ttl < 0 then -- a counter that lost its TTL must not block forever
         rcall('PEXPIRE', key, window)
@@ -39,11 +41,11 @@ local function rate_count(ckey, climit, cwindow, tkey, tlimit, twindow, now)
     end
     return ':' .. fmt_ms(limit) .. ',' .. fmt_ms(left) .. ',' .. fmt_ms(ends) .. ';'
   end
-  local c = rcall('INCRBY', ckey, 1)
-  if c == 1 then rcall('PEXPIRE', ckey, cwindow) end
+  local c = rcall('INCRBY', ckey, inc)
+  if c == inc then rcall('PEXPIRE', ckey, cwindow) end
   if c > climit then return false, reply(ckey, c, cwindow, climit, 0) end
-  local t = rcall('INCRBY', tkey, 1)
-  if t == 1 then rcall('PEXPIRE', tkey, twindow) end
+  local t = rcall('INCRBY', tkey, inc)
+  if t == inc then rcall('PEXPIRE', tkey, twindow) end
   if t > tlimit then return false, reply(tkey, t, twindow, tlimit, 0) end
   if tlimit - t < climit - c then return true, reply(tkey, t, twindow, tlimit, tlimit - t) end
   return true, reply(ckey, c, cwindow, climit, climit - c)
@@ -55,10 +57,10 @@ end
 -- counted) against its scope's limit and window and then the tenant's
 -- (rate_count). Every script that counts calls it before it reads or writes
 -- anything else. Returns whether the call may go on, then rate_count's reply
--- part ('' when not counted).
-local function rate_gate(i, limit, window, now)
+-- part ('' when not counted). inc: as rate_count's.
+local function rate_gate(i, limit, window, now, inc)
   if not KEYS[i + 1] then return true, '' end
-  return rate_count(KEYS[i], limit, window, KEYS[i + 1], RL_TENANT_LIMIT, RL_TENANT_WINDOW, tonumber(now))
+  return rate_count(KEYS[i], limit, window, KEYS[i + 1], RL_TENANT_LIMIT, RL_TENANT_WINDOW, tonumber(now), inc)
 end
 
 -- per_type looks up type t in a spec ";t1=v1;t2=v2;" and falls back to default.
