@@ -120,3 +120,35 @@ func TestLookupHTTP(t *testing.T) {
 		}
 	}
 }
+
+// TestCountsHTTP: GET /v1/requests/counts answers every status, under type
+// or one label term; bad queries answer 400 naming the parameter.
+func TestCountsHTTP(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, body := range []string{`{"type":"x","labels":{"env":"prod"}}`, `{"type":"x","labels":{"env":"dev"}}`, `{"type":"y","labels":{"env":"prod"}}`} {
+		if r := e.create("acme-rw", body); r.code != 202 {
+			t.Fatalf("create: %d %s", r.code, r.body)
+		}
+	}
+	for q, want := range map[string]string{
+		"":                                    `{"queued":3,"processing":0,"succeeded":0,"failed":0,"cancelled":0,"expired":0}`,
+		"?type=x":                             `{"queued":2,"processing":0,"succeeded":0,"failed":0,"cancelled":0,"expired":0}`,
+		"?label_selector=env=prod":            `{"queued":2,"processing":0,"succeeded":0,"failed":0,"cancelled":0,"expired":0}`,
+		"?created_after=2999-01-01T00:00:00Z": `{"queued":0,"processing":0,"succeeded":0,"failed":0,"cancelled":0,"expired":0}`,
+	} {
+		r := e.call("GET", "/v1/requests/counts"+q, "", e.as("acme-r")...)
+		if r.code != 200 || string(r.body) != want {
+			t.Errorf("%s: %d %s", q, r.code, r.body)
+		}
+	}
+	for q, field := range map[string]string{"?status=queued": "status", "?label_selector=env=prod,team=a": "label_selector",
+		"?type=x&label_selector=env=prod": "label_selector", "?type=X": "type", "?cursor=a": "cursor"} {
+		m := wantProblem(t, e.call("GET", "/v1/requests/counts"+q, "", e.as("acme-r")...), 400, "VALIDATION_FAILED")
+		if errs, _ := m["errors"].([]any); len(errs) == 0 || errs[0].(map[string]any)["field"] != field {
+			t.Errorf("%s: %v", q, m["errors"])
+		}
+	}
+	if r := e.call("GET", "/v1/requests/counts", "", e.as("globex-rw")...); r.code != 200 || !strings.Contains(string(r.body), `"queued":0`) {
+		t.Fatalf("another tenant: %d %s", r.code, r.body)
+	}
+}

@@ -156,4 +156,23 @@ func BenchmarkLabels(b *testing.B) {
 			b.ReportMetric((redisCPU(b, rdb)-before)/float64(b.N), "redis-cpu-µs/op")
 		})
 	}
+	for _, c := range []struct {
+		name string
+		f    domain.ListFilter
+	}{
+		{"type=1%", domain.ListFilter{Type: "type-7"}},
+		{"label=1%(cust)", domain.ListFilter{LabelSelector: "cust=c-07"}},
+		{"label=50%(env)", domain.ListFilter{LabelSelector: "env=prod"}},
+		{"unfiltered", domain.ListFilter{}},
+	} {
+		b.Run("counts/"+c.name, func(b *testing.B) {
+			before := redisCPU(b, rdb)
+			for b.Loop() {
+				if _, err := s.Counts(ctx, "pages", c.f); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric((redisCPU(b, rdb)-before)/float64(b.N), "redis-cpu-µs/op")
+		})
+	}
 }

@@ -34,7 +34,7 @@ type script struct {
 // lib.lua it uses prepended; every one is run by run (runEach for a pipeline).
 type scripts struct {
 	create, transition, poll, remove, sweep, list, reapply, rate *script
-	listLabels, lookup                                           *script
+	listLabels, lookup, counts                                   *script
 	webhookRegister, webhookDelete, webhookClaim                 *script
 	webhookSettle, webhookPrune, webhookReseal                   *script
 }
@@ -54,6 +54,7 @@ var registry = []struct {
 	{"list.lua", false, func(s *scripts) **script { return &s.list }},
 	{"list_labels.lua", false, func(s *scripts) **script { return &s.listLabels }},
 	{"lookup.lua", false, func(s *scripts) **script { return &s.lookup }},
+	{"counts.lua", false, func(s *scripts) **script { return &s.counts }},
 	{"reapply.lua", false, func(s *scripts) **script { return &s.reapply }},
 	{"rate.lua", false, func(s *scripts) **script { return &s.rate }},
 	{"webhook_register.lua", false, func(s *scripts) **script { return &s.webhookRegister }},
