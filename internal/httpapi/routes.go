@@ -20,8 +20,10 @@ func (s *Server) routes() {
 
 	v1 := a.Group("/v1")
 	v1.Post("/requests", s.authedCounted(domain.ScopeWrite, false), s.create)
-	v1.Get("/requests", s.authedCounted(domain.ScopeRead, false), s.list)          // API keys only: poll tokens cannot list
-	v1.Get("/requests/counts", s.authedCounted(domain.ScopeRead, false), s.counts) // before :id, which would take "counts"
+	v1.Get("/requests", s.authedCounted(domain.ScopeRead, false), s.list) // API keys only: poll tokens cannot list
+
+	// before :id, which would take "counts"
+	v1.Get("/requests/counts", s.authedCounted(domain.ScopeRead, false), s.counts)
 	v1.Get("/requests/:id", s.authedPoll(), s.poll)
 	v1.Get("/requests/:id/events", s.authedCounted(domain.ScopeRead, true), s.events)
 	if s.opts.Waits != nil { // spec §12 (stream.go)
