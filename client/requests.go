@@ -88,6 +88,9 @@ type ListOptions struct {
 	Type string
 	// Statuses keeps requests in any of these statuses.
 	Statuses []Status
+	// Labels keeps requests carrying every one of these labels (at most 4):
+	// the label_selector.
+	Labels map[string]string
 	// CreatedAfter and CreatedBefore bound created_at, inclusive.
 	CreatedAfter, CreatedBefore time.Time
 	// Limit is the page size, 1..200. default: 50 (the service's).
@@ -114,6 +117,9 @@ func (o ListOptions) query() url.Values {
 	}
 	if !o.CreatedBefore.IsZero() {
 		q.Set("created_before", o.CreatedBefore.UTC().Format(time.RFC3339Nano))
+	}
+	if sel := labelSelector(o.Labels); sel != "" {
+		q.Set("label_selector", sel)
 	}
 	if o.Limit > 0 {
 		q.Set("limit", strconv.Itoa(o.Limit))
