@@ -77,6 +77,9 @@ func TestListByLabelSelectorHTTP(t *testing.T) {
 		t.Fatalf("list: %d %s", r.code, r.body)
 	}
 	next, _ := r.json(t)["next_cursor"].(string)
+	if l := r.h.Get("Link"); !strings.Contains(l, "label_selector=env%3Dprod") || !strings.Contains(l, "cursor=") {
+		t.Fatalf("Link %q does not keep the selector", l)
+	}
 	r = e.call("GET", "/v1/requests?label_selector=env=prod&limit=2&cursor="+next, "", e.as("acme-r")...)
 	items, _ = r.json(t)["items"].([]any)
 	if r.code != 200 || len(items) != 1 || items[0].(map[string]any)["id"] != prod[2] || r.json(t)["next_cursor"] != nil {
