@@ -90,7 +90,7 @@ type Config struct {
 	// The defaults run each server as it does best on a machine it shares with
 	// redis-server and the load generator: asyncstatus on the CPUs those two
 	// leave (half, at least one; DefaultProcs), the baseline on every CPU (on
-	// fewer it answers less: docs/performance.md, item 16).
+	// fewer it answers less: docs/performance-log.md, item 16).
 	Procs, BaselineProcs int
 	// BuildFlags are passed to go build for both servers (e.g. -race in tests).
 	BuildFlags []string

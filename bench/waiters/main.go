@@ -62,6 +62,8 @@ func run(bin string, n int, dur time.Duration, workers int) error {
 		fmt.Sprintf("ASYNCSTATUS_HTTP_ADDR=127.0.0.1:%d", hport),
 		"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET=0123456789abcdef0123456789abcdef", "ASYNCSTATUS_WEBHOOKS_ENABLED=false",
 		"ASYNCSTATUS_RATELIMIT_ENABLED=false", "ASYNCSTATUS_WAIT_MAX_WAITERS=50000", "ASYNCSTATUS_WAIT_MAX=120s",
+		// one key holds them all: no share (wait.max_waiters_per_*)
+		"ASYNCSTATUS_WAIT_MAX_WAITERS_PER_TENANT=0", "ASYNCSTATUS_WAIT_MAX_WAITERS_PER_CREDENTIAL=0",
 		"ASYNCSTATUS_LOG_LEVEL=warn")
 	kc := exec.Command(bin, "keys", "create", "--tenant", "bench", "--scopes", "read,write,admin")
 	kc.Env = env

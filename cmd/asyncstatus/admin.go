@@ -8,19 +8,35 @@ import (
 	"time"
 
 	"github.com/asyncstatus/asyncstatus/internal/auth"
+	"github.com/asyncstatus/asyncstatus/internal/config"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
 
-// adminBackend opens the configured store for a one-shot command.
-func adminBackend(cfgPath string, getenv func(string) string, stderr io.Writer) (*backend, error) {
+// adminBackend opens the configured store for a one-shot command named name.
+// With no Redis configured there is only a throw-away embedded store, which
+// no running serve reads: a command that would change state there (changes)
+// is refused, since its effect would be a lie (a key no server knows, a
+// tenant "frozen" nowhere); one that only reads is let through with a warning.
+func adminBackend(name, cfgPath string, getenv func(string) string, changes bool, stderr io.Writer) (*backend, error) {
 	cfg, err := loadConfig(cfgPath, getenv)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.Embedded() {
-		fmt.Fprintln(stderr, "warning: no Redis is configured; this command acts on a throw-away embedded store")
+		if changes {
+			return nil, noRedisError(name)
+		}
+		fmt.Fprintln(stderr, "warning: no Redis is configured; this command reads a throw-away embedded store that no serve uses")
 	}
 	return openBackend(cfg)
+}
+
+// noRedisError refuses an admin command that changes state on the embedded store.
+func noRedisError(name string) error {
+	return fmt.Errorf("%s: no Redis is configured, so this would change a throw-away embedded store that no running serve reads; "+
+		"point it at the Redis your serve uses: set %s (or redis.cluster_addrs, or redis.sentinel_master with redis.sentinel_addrs) "+
+		"in the environment or in the file given with --config. (A serve on the embedded store prints a demo key with every scope instead.)",
+		name, config.EnvName("redis.url"))
 }
 
 func cmdKeys(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -59,12 +75,16 @@ func cmdKeys(ctx context.Context, args []string, getenv func(string) string, std
 		if err != nil {
 			return usageError{"keys create: --scopes: " + err.(*domain.Error).Message}
 		}
-		b, err := adminBackend(cfgPath, getenv, stderr)
+		b, err := adminBackend("keys create", cfgPath, getenv, true, stderr)
 		if err != nil {
 			return err
 		}
 		defer b.Close()
-		plain, k, err := auth.NewKey(tenant, sc, name, time.Now())
+		issuer, err := keyIssuer(cfgPath, getenv, b)
+		if err != nil {
+			return err
+		}
+		plain, k, err := issuer.NewKey(tenant, sc, name, time.Now())
 		if err != nil {
 			return err
 		}
@@ -90,7 +110,7 @@ func cmdKeys(ctx context.Context, args []string, getenv func(string) string, std
 		if operator == auth.ValidTenant(tenant) {
 			return usageError{"keys list: want --tenant T or --operator"}
 		}
-		b, err := adminBackend(cfgPath, getenv, stderr)
+		b, err := adminBackend("keys list", cfgPath, getenv, false, stderr)
 		if err != nil {
 			return err
 		}
@@ -121,7 +141,7 @@ func cmdKeys(ctx context.Context, args []string, getenv func(string) string, std
 		if err := positional("keys revoke", fs, 1, "one KEY_ID"); err != nil {
 			return err
 		}
-		b, err := adminBackend(cfgPath, getenv, stderr)
+		b, err := adminBackend("keys revoke", cfgPath, getenv, true, stderr)
 		if err != nil {
 			return err
 		}
@@ -143,12 +163,16 @@ func createOperatorKey(ctx context.Context, tenant, scopes, name, cfgPath string
 	if tenant != "" || scopes != "" {
 		return usageError{"keys create: --operator takes no --tenant or --scopes (it sees every tenant, on the console only)"}
 	}
-	b, err := adminBackend(cfgPath, getenv, stderr)
+	b, err := adminBackend("keys create", cfgPath, getenv, true, stderr)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	plain, k, err := auth.NewOperatorKey(name, time.Now())
+	issuer, err := keyIssuer(cfgPath, getenv, b)
+	if err != nil {
+		return err
+	}
+	plain, k, err := issuer.NewOperatorKey(name, time.Now())
 	if err != nil {
 		return err
 	}
@@ -175,7 +199,7 @@ func cmdTenants(ctx context.Context, args []string, getenv func(string) string, 
 	if !auth.ValidTenant(fs.Arg(0)) {
 		return usageError{"tenants " + sub + ": the tenant name must match ^[a-z0-9][a-z0-9_-]{0,62}$"}
 	}
-	b, err := adminBackend(cfgPath, getenv, stderr)
+	b, err := adminBackend("tenants "+sub, cfgPath, getenv, true, stderr)
 	if err != nil {
 		return err
 	}
@@ -199,13 +223,8 @@ func cmdConfig(_ context.Context, args []string, getenv func(string) string, std
 	if err := positional("config check", fs, 0, ""); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(cfgPath, getenv)
+	cfg, err := loadServeConfig(cfgPath, getenv)
 	if err != nil {
-		return err
-	}
-	// The rules serve applies before it touches Redis, so that a configuration
-	// config check calls valid is one serve starts with.
-	if _, _, err := serveSecrets(cfg); err != nil {
 		return err
 	}
 	out, err := cfg.Masked().YAML()
@@ -213,6 +232,34 @@ func cmdConfig(_ context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	fmt.Fprintln(stdout, "# configuration is valid; effective values (secrets masked):")
+	if cfg.Embedded() {
+		fmt.Fprint(stdout, embeddedNote)
+	}
 	_, err = stdout.Write(out)
 	return err
 }
+
+// keyIssuer makes keys with the keyed check serve verifies: it needs the same
+// secrets (auth.key_check_secret, else auth.poll_token_secret).
+func keyIssuer(cfgPath string, getenv func(string) string, b *backend) (*auth.Authenticator, error) {
+	cfg, err := loadConfig(cfgPath, getenv)
+	if err != nil {
+		return nil, err
+	}
+	secret, err := pollSecret(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("keys create: %w", err)
+	}
+	return newAuthenticator(cfg, b.store, secret), nil
+}
+
+// embeddedNote is what `config check` says when no Redis is configured.
+var embeddedNote = `#
+# NO REDIS IS CONFIGURED: serve would run the embedded store, for development
+# only. Its data lives in the serve process and is lost when it stops; it
+# serves one replica, at a few thousand calls a second; the admin commands that
+# change state refuse to run. For anything else set ` + config.EnvName("redis.url") + `
+# (or redis.cluster_addrs, or redis.sentinel_master), with auth.poll_token_secret
+# and webhooks.secret_key.
+#
+`

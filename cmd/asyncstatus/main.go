@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -48,17 +49,18 @@ func dispatch(ctx context.Context, args []string, environ []string, stdout, stde
 	}
 	getenv := lookupEnv(environ)
 	cmd, rest := args[0], args[1:]
-	// A misspelt override is otherwise silently ignored. serve logs the
-	// warnings with its logger; the other commands print them.
-	unknown := config.UnknownEnv(environ)
-	if cmd != "serve" && cmd != "version" && cmd != "requests" && !isHelp(cmd) {
-		for _, w := range unknown {
-			fmt.Fprintln(stderr, "warning:", w)
+	// A misspelt override would otherwise be silently ignored, and serve would
+	// then run on defaults it was not meant to (the embedded store, for a
+	// misspelt ASYNCSTATUS_REDIS_URL): the commands that read the configuration
+	// refuse to run while a variable names no key (config.UnknownEnv).
+	if readsConfig(cmd) && !slices.ContainsFunc(rest, isHelp) {
+		if err := unknownEnvError(config.UnknownEnv(environ)); err != nil {
+			return err
 		}
 	}
 	switch cmd {
 	case "serve":
-		return cmdServe(ctx, rest, getenv, unknown, stdout, stderr)
+		return cmdServe(ctx, rest, getenv, stdout, stderr)
 	case "keys":
 		return cmdKeys(ctx, rest, getenv, stdout, stderr)
 	case "tenants":
@@ -71,6 +73,8 @@ func dispatch(ctx context.Context, args []string, environ []string, stdout, stde
 		return cmdConfig(ctx, rest, getenv, stdout)
 	case "requests":
 		return cmdRequests(ctx, rest, getenv, stdout, stderr)
+	case "healthcheck":
+		return cmdHealthcheck(ctx, rest, getenv, stdout)
 	case "version":
 		fs, _, err := flags("version", rest, stderr, nil)
 		if err != nil {
@@ -86,6 +90,29 @@ func dispatch(ctx context.Context, args []string, environ []string, stdout, stde
 		return helpError{usage + "\n"}
 	}
 	return usageError{fmt.Sprintf("unknown command %q\n%s", cmd, usage)}
+}
+
+// readsConfig: the commands that load the service's configuration (the
+// `requests` commands read only ASYNCSTATUS_URL and the credentials).
+func readsConfig(cmd string) bool {
+	switch cmd {
+	case "serve", "keys", "tenants", "retention", "webhooks", "config":
+		return true
+	}
+	return false
+}
+
+// unknownEnvError names every ASYNCSTATUS_* variable that names no key; nil
+// when there is none.
+func unknownEnvError(problems []string) error {
+	switch len(problems) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("environment: %s (unset it, or fix its name: the environment may hold no unknown ASYNCSTATUS_* variable)", problems[0])
+	}
+	return fmt.Errorf("environment: %d variables name no configuration key (unset them, or fix their names: the environment may hold no unknown ASYNCSTATUS_* variable):\n  %s",
+		len(problems), strings.Join(problems, "\n  "))
 }
 
 // lookupEnv is os.Getenv over environ: the last entry of a name wins, as in a

@@ -318,6 +318,8 @@ func TestCommandLineErrors(t *testing.T) {
 		{[]string{"serve"}, map[string]string{"ASYNCSTATUS_LIFECYCLE_PROCESSING_TIMEOUT": "soon"}, "lifecycle.processing_timeout"},
 		{[]string{"serve"}, map[string]string{"ASYNCSTATUS_POLLING_SCHEDULE": "1s,90s"}, "polling.schedule"},
 		{[]string{"serve"}, map[string]string{"ASYNCSTATUS_REDIS_URL": "redis://127.0.0.1:1/0"}, "auth.poll_token_secret"},
+		// Both secrets missing: both named in one refusal.
+		{[]string{"serve"}, map[string]string{"ASYNCSTATUS_REDIS_URL": "redis://127.0.0.1:1/0"}, "webhooks.secret_key"},
 		{[]string{"serve"}, map[string]string{"ASYNCSTATUS_REDIS_URL": "redis://127.0.0.1:1/0",
 			"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET": strings.Repeat("s", 32)}, "webhooks.secret_key"},
 		{[]string{"serve"}, map[string]string{"ASYNCSTATUS_WEBHOOKS_SECRET_KEY": "short"}, "webhooks.secret_key"},

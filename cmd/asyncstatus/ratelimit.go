@@ -31,9 +31,9 @@ func rateLimits(cfg config.Config) (*ratelimit.Rates, error) {
 	return &r, nil
 }
 
-// newRateLimiter is the HTTP layer's limiter, for the calls the store does not
-// count itself (listings, webhook management), its fail-opens and
-// errors on m. It returns nil when rate limits are off, so the HTTP layer
+// newRateLimiter is the HTTP layer's limiter, for the calls refused before
+// their script counted them (a bad body, query or id: every other call is
+// counted by the store), its fail-opens and errors on m. It returns nil when rate limits are off, so the HTTP layer
 // makes no call.
 func newRateLimiter(ctx context.Context, cfg config.Config, rdb redis.UniversalClient, log *slog.Logger, m *metrics.Metrics) (httpapi.RateLimiter, error) {
 	if !cfg.RateLimit.Enabled {

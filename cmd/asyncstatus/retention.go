@@ -32,7 +32,7 @@ func cmdRetention(ctx context.Context, args []string, getenv func(string) string
 	if err != nil {
 		return err
 	}
-	b, err := adminBackend(cfgPath, getenv, stderr)
+	b, err := adminBackend("retention reapply", cfgPath, getenv, !dry, stderr)
 	if err != nil {
 		return err
 	}

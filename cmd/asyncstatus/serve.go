@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -11,7 +12,8 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/asyncstatus/asyncstatus/internal/auth"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/asyncstatus/asyncstatus/internal/buildinfo"
 	"github.com/asyncstatus/asyncstatus/internal/config"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
@@ -21,12 +23,11 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/store"
 )
 
-// cmdServe runs the service. unknownEnv are the warnings about ASYNCSTATUS_*
-// variables that name no key (config.UnknownEnv), logged at start.
-func cmdServe(ctx context.Context, args []string, getenv func(string) string, unknownEnv []string, stdout, stderr io.Writer) error {
+// cmdServe runs the service.
+func cmdServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var logFormat string
 	fs, cfgPath, err := flags("serve", args, stderr, func(fs *flag.FlagSet) {
-		fs.StringVar(&logFormat, "log-format", "", "log format, json or text (overrides log.format)")
+		fs.StringVar(&logFormat, "log-format", "", "`json|text`: the log format (overrides log.format)")
 	})
 	if err != nil {
 		return err
@@ -37,7 +38,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, un
 	if logFormat != "" && logFormat != "json" && logFormat != "text" {
 		return usageError{"serve: --log-format must be json or text"}
 	}
-	cfg, err := loadConfig(cfgPath, getenv)
+	cfg, err := loadServeConfig(cfgPath, getenv)
 	if err != nil {
 		return err
 	}
@@ -52,9 +53,9 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, un
 	logw := logbuf.New(stderr, accessLogFlush, accessLogBuffer)
 	defer logw.Close()
 	log := newLogger(cfg, logw.Direct())
-	for _, w := range unknownEnv {
-		log.Warn(w)
-	}
+	// go-redis keeps one logger per process, printing plain text on stderr
+	// unless told otherwise.
+	redis.SetLogger(store.NewRedisLogger(log))
 	build := buildinfo.Read(version)
 	m, err := newMetrics(build)
 	if err != nil {
@@ -71,10 +72,10 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, un
 	defer b.Close()
 	m.SetEmbedded(b.embedded != nil)
 
-	authn := auth.New(b.store, secret, cfg.Auth.KeyCacheTTL, nil)
-	demoKeyID := ""
+	authn := newAuthenticator(cfg, b.store, secret)
+	demoKey, demoKeyID := "", ""
 	if b.embedded != nil {
-		plain, k, err := auth.NewKey("demo", domain.ScopeRead|domain.ScopeWrite|domain.ScopeAdmin, "demo", time.Now())
+		plain, k, err := authn.NewKey("demo", domain.ScopeRead|domain.ScopeWrite|domain.ScopeAdmin, "demo", time.Now())
 		if err != nil {
 			return err
 		}
@@ -83,8 +84,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, un
 		}
 		log.Warn("EMBEDDED STORE: no Redis is configured (redis.url, redis.cluster_addrs or redis.sentinel_master). " +
 			"Data lives only in this process and is lost when it stops. Do not use this in production.")
-		fmt.Fprintf(stdout, "\n  EMBEDDED STORE - data lives only as long as this process.\n  Demo API key (tenant demo, scopes read,write,admin):\n\n%s\n\n", plain)
-		demoKeyID = k.ID
+		demoKey, demoKeyID = plain, k.ID
 	} else {
 		checkRedisConfig(ctx, b.store, log)
 		if err := b.store.Ready(ctx); err != nil {
@@ -98,6 +98,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, un
 	}
 	opts := httpOptions(cfg)
 	opts.Metrics, opts.AccessLog, opts.Build = m, newAccessLog(cfg, logw), build
+	opts.MetricsElsewhere = cfg.Metrics.Addr != ""
 	// Webhooks (spec §10): the dispatcher runs in every replica, stops with the
 	// serve context, and is waited for before the store closes.
 	hooks, stopHooks, err := startWebhooks(ctx, cfg, b.store, sealer, log, m)
@@ -133,19 +134,30 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, un
 	m.WatchSweeper(func() metrics.SweepStats { return sweepStats(sweeper.Stats()) })
 	defer func() { stopSweep(); <-swept }()
 
-	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
+	ln, err := listenAPI(cfg, log)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.HTTP.Addr, err)
+		return err
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "version", build.Version, "revision", build.Revision, "modified", build.Modified, "max_procs", procs)
+	stopMetrics, err := startMetrics(ctx, cfg, m, log)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	defer stopMetrics()
 
 	// The operator console (spec §14) on its own listener; stopped after the API.
-	stopConsole, err := startConsole(ctx, cfg, b.store, hub, authn, m, log, demoKeyID, stdout)
+	// What it has to say for the banner waits until every listener is bound.
+	var consoleBanner bytes.Buffer
+	stopConsole, err := startConsole(ctx, cfg, b.store, hub, authn, m, log, demoKeyID, &consoleBanner)
 	if err != nil {
 		_ = ln.Close()
 		return err
 	}
 	defer stopConsole()
+	if demoKey != "" {
+		printEmbeddedBanner(stdout, ln.Addr(), demoKey, consoleBanner.String())
+	}
 
 	served := make(chan error, 1)
 	go func() { served <- srv.App().Listener(ln) }()
@@ -161,6 +173,29 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, un
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// listenAPI binds the API's listener: http.addr, on loopback for the embedded
+// store when it names no host (config.APIAddr).
+func listenAPI(cfg config.Config, log *slog.Logger) (net.Listener, error) {
+	addr := cfg.APIAddr()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s (http.addr): %w", addr, err)
+	}
+	if addr != cfg.HTTP.Addr {
+		log.Info("embedded store: the API listens on loopback only; give http.addr a host (0.0.0.0:8080) to listen on every interface",
+			"http.addr", cfg.HTTP.Addr, "addr", ln.Addr().String())
+	}
+	return ln, nil
+}
+
+// printEmbeddedBanner shows, once every listener is bound, what a developer
+// on the embedded store needs: the API's address, the demo key and the
+// console's sign-in (console, as startConsole wrote it).
+func printEmbeddedBanner(stdout io.Writer, api net.Addr, key, console string) {
+	fmt.Fprintf(stdout, "\n  EMBEDDED STORE - data lives only as long as this process.\n  API: %s\n  Demo API key (tenant demo, scopes read,write,admin):\n\n%s\n\n%s",
+		consoleURL(api), key, console)
 }
 
 // setMaxProcs applies runtime.max_procs (0 keeps Go's choice) and returns the
@@ -196,10 +231,11 @@ func newAccessLog(cfg config.Config, w io.Writer) *slog.Logger {
 }
 
 func httpOptions(cfg config.Config) httpapi.Options {
-	o := httpapi.Options{PublicURL: cfg.HTTP.PublicURL, BodyLimitBytes: cfg.HTTP.BodyLimitBytes,
+	o := httpapi.Options{PublicURL: cfg.HTTP.PublicURL, TrustedProxies: cfg.HTTP.TrustedProxies, BodyLimitBytes: cfg.HTTP.BodyLimitBytes,
 		Limits:      domain.Limits{ContextBytes: cfg.Limits.ContextBytes, ResultBytes: cfg.Limits.ResultBytes},
 		ReadTimeout: cfg.HTTP.ReadTimeout, WriteTimeout: cfg.HTTP.WriteTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
 		Wait: httpapi.WaitOptions{Max: cfg.Wait.Max, MaxWaiters: cfg.Wait.MaxWaiters, Heartbeat: cfg.Wait.Heartbeat,
+			MaxWaitersPerTenant: cfg.Wait.MaxWaitersPerTenant, MaxWaitersPerCredential: cfg.Wait.MaxWaitersPerCredential,
 			StreamMax: cfg.Wait.StreamMax, ReadTimeout: cfg.Redis.OpTimeout},
 		CORSOrigins: cfg.HTTP.CORS.AllowedOrigins}
 	so := storeOptions(cfg)

@@ -40,6 +40,7 @@ const usage = `usage:
   asyncstatus webhooks reseal [--tenant T] [--dry-run]
   asyncstatus config check [--config FILE]
   asyncstatus version
+  asyncstatus healthcheck [--url URL] [--timeout DURATION]
   asyncstatus requests get|list|events|wait ...   (asyncstatus requests --help)
 Every command takes --config FILE and ASYNCSTATUS_* environment overrides.
 "asyncstatus COMMAND --help" describes a command and its flags.`
@@ -78,6 +79,8 @@ func synopsis(name string) string {
 		return "config check [--config FILE]"
 	case "version":
 		return "version"
+	case "healthcheck":
+		return "healthcheck [--url URL] [--timeout DURATION] [--config FILE]"
 	}
 	return ""
 }
@@ -130,21 +133,69 @@ func flags(name string, args []string, _ io.Writer, define func(fs *flag.FlagSet
 	return fs, *cfgPath, nil
 }
 
-// commandHelp is "usage: asyncstatus <synopsis>" and the flags with their
-// defaults.
+// commandHelp is "usage: asyncstatus <synopsis>", the flags with their
+// defaults, written --name as the synopses write them, and the command's notes
+// (serve's configuration guide).
 func commandHelp(name string, fs *flag.FlagSet) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "usage: asyncstatus %s\n", synopsis(name))
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	if n > 0 {
-		b.WriteString("\nflags:\n")
-		fs.SetOutput(&b)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
+	first := true
+	fs.VisitAll(func(f *flag.Flag) {
+		if first {
+			b.WriteString("\nflags:\n")
+			first = false
+		}
+		arg, text := flag.UnquoteUsage(f)
+		switch arg {
+		case "":
+		case "string":
+			arg = " " + strings.ToUpper(f.Name)
+			if f.Name == "config" {
+				arg = " FILE"
+			}
+		default:
+			arg = " " + arg
+		}
+		fmt.Fprintf(&b, "  --%s%s\n        %s", f.Name, arg, text)
+		if f.DefValue != "" && f.DefValue != "false" {
+			fmt.Fprintf(&b, " (default %s)", f.DefValue)
+		}
+		b.WriteString("\n")
+	})
+	if name == "serve" {
+		b.WriteString(serveConfigHelp)
 	}
 	return b.String()
 }
+
+// serveConfigHelp ends `serve --help`: where the configuration comes from and
+// the keys people set first.
+var serveConfigHelp = `
+configuration:
+  Defaults, then the YAML file (--config FILE, else $ASYNCSTATUS_CONFIG), then
+  environment variables: every key has one, ASYNCSTATUS_ and the key in upper
+  snake case (redis.url is ASYNCSTATUS_REDIS_URL). A variable of that family
+  that names no key stops serve, as an unknown key in the file does.
+  "asyncstatus config check" prints the effective configuration (secrets
+  masked) and every problem at once, without starting anything.
+  configs/asyncstatus.yaml (in the source) lists every key with its default.
+
+  The keys people set first:
+    http.addr                 the API's listener (default :8080; loopback only
+                              when no Redis is configured: set a host, e.g.
+                              0.0.0.0:8080, to listen on every interface)
+    redis.url                 a single Redis (redis://[:password@]host:port/db)
+    redis.cluster_addrs       or a Redis Cluster's seed nodes (host:port,...)
+    redis.sentinel_master     or a Sentinel-managed master, with redis.sentinel_addrs
+                              (none of the three: the embedded store, for
+                              development only; its data is lost at stop)
+    auth.poll_token_secret    required with Redis: at least 32 random bytes
+    webhooks.secret_key       required with Redis while webhooks.enabled: at
+                              least 32 random bytes
+    metrics.addr              serve /metrics on its own listener instead of
+                              http.addr (where it needs no credential)
+    console.addr              the operator console (default 127.0.0.1:8081)
+`
 
 // positional checks a command's arguments after its flags: exactly n.
 func positional(name string, fs *flag.FlagSet, n int, what string) error {

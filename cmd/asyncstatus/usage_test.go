@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -83,20 +85,140 @@ func TestConfigCheckAppliesServeRules(t *testing.T) {
 	}
 }
 
-// TestWarnsAboutUnknownVariables: a misspelt override is named, with the key
-// it was probably meant for, by serve's log and by the other commands.
-func TestWarnsAboutUnknownVariables(t *testing.T) {
-	env := map[string]string{"ASYNCSTATUS_RETENTON_TERMINAL": "1h"}
-	const want = "ASYNCSTATUS_RETENTON_TERMINAL names no configuration key and is ignored; did you mean ASYNCSTATUS_RETENTION_TERMINAL?"
-	_, errOut, err := runCmd(t, env, "config", "check")
-	if err != nil || !strings.Contains(errOut, "warning: "+want) {
-		t.Fatalf("config check: %v, stderr %q", err, errOut)
+// TestRefusesUnknownVariables: a variable of the ASYNCSTATUS_ family that
+// names no key stops serve and every admin command, naming every such
+// variable with the key it was probably meant for, before anything starts
+// (a misspelt ASYNCSTATUS_REDIS_URL must not leave serve on the embedded
+// store). The tests' own variables, --help and the requests commands pass.
+func TestRefusesUnknownVariables(t *testing.T) {
+	env := map[string]string{"ASYNCSTATUS_REDIS_ULR": "redis://127.0.0.1:1/0", "ASYNCSTATUS_RETENTON_TERMINAL": "1h",
+		"ASYNCSTATUS_TEST_REDIS_ADDR": "127.0.0.1:1", "ASYNCSTATUS_UPDATE_DOCS": "1", "ASYNCSTATUS_BENCH_METER": "x"}
+	want := []string{"environment: 2 variables name no configuration key",
+		"ASYNCSTATUS_REDIS_ULR names no configuration key; did you mean ASYNCSTATUS_REDIS_URL?",
+		"ASYNCSTATUS_RETENTON_TERMINAL names no configuration key; did you mean ASYNCSTATUS_RETENTION_TERMINAL?"}
+	for _, args := range [][]string{{"serve"}, {"config", "check"}, {"keys", "list", "--tenant", "acme"},
+		{"keys", "create", "--tenant", "acme", "--scopes", "read"}, {"tenants", "freeze", "acme"},
+		{"retention", "reapply", "--dry-run"}, {"webhooks", "reseal", "--dry-run"}} {
+		out, _, err := runCmd(t, env, args...)
+		if err == nil || exitCode(err) != 1 {
+			t.Errorf("%v: err %v, stdout %q; want a refusal", args, err, out)
+			continue
+		}
+		for _, w := range want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%v: %v\nwant it to name %q", args, err, w)
+			}
+		}
+		if strings.Contains(err.Error(), "TEST_REDIS_ADDR") || strings.Contains(err.Error(), "UPDATE_DOCS") || strings.Contains(err.Error(), "BENCH") {
+			t.Errorf("%v: names a test-only variable: %v", args, err)
+		}
 	}
-	_, _, logs, stop := startServe(t, env)
-	if err := stop(); err != nil {
+	if out, _, err := runCmd(t, env, "serve", "--help"); err != nil || !strings.Contains(out, "usage: asyncstatus serve") {
+		t.Errorf("serve --help: %v %q", err, out)
+	}
+	if out, _, err := runCmd(t, env, "version"); err != nil || !strings.HasPrefix(out, "asyncstatus ") {
+		t.Errorf("version: %v %q", err, out)
+	}
+	// The test-only variables alone stop nothing.
+	delete(env, "ASYNCSTATUS_REDIS_ULR")
+	delete(env, "ASYNCSTATUS_RETENTON_TERMINAL")
+	if _, _, err := runCmd(t, env, "config", "check"); err != nil {
+		t.Errorf("config check with the tests' variables: %v", err)
+	}
+}
+
+// TestStateChangingAdminNeedsRedis: with no Redis configured, the admin
+// commands that would change state refuse (exit 1), saying why and what to
+// set, and change nothing; those that only read warn and run.
+func TestStateChangingAdminNeedsRedis(t *testing.T) {
+	for _, args := range [][]string{
+		{"keys", "create", "--tenant", "acme", "--scopes", "read"},
+		{"keys", "create", "--operator"},
+		{"keys", "revoke", "key_0123456789abcdef"},
+		{"tenants", "freeze", "demo"},
+		{"tenants", "unfreeze", "demo"},
+		{"retention", "reapply"},
+		{"webhooks", "reseal"},
+	} {
+		env := map[string]string{}
+		if args[0] == "webhooks" {
+			env["ASYNCSTATUS_WEBHOOKS_SECRET_KEY"] = strings.Repeat("w", 32)
+		}
+		out, _, err := runCmd(t, env, args...)
+		if err == nil || exitCode(err) != 1 || out != "" {
+			t.Errorf("%v: err %v, stdout %q; want exit 1 and nothing on stdout", args, err, out)
+			continue
+		}
+		for _, w := range []string{"no Redis is configured", "throw-away embedded store", "ASYNCSTATUS_REDIS_URL", "--config"} {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%v: %v\nwant it to say %q", args, err, w)
+			}
+		}
+	}
+	for _, args := range [][]string{{"keys", "list", "--tenant", "acme"}, {"retention", "reapply", "--dry-run"}} {
+		_, errOut, err := runCmd(t, map[string]string{}, args...)
+		if err != nil || !strings.Contains(errOut, "warning: no Redis is configured") {
+			t.Errorf("%v: err %v, stderr %q; want it to run with a warning", args, err, errOut)
+		}
+	}
+}
+
+// TestConfigCheckNamesTheEmbeddedStore: with no Redis configured, config check
+// says that serve would run the development-only embedded store; with Redis,
+// it does not.
+func TestConfigCheckNamesTheEmbeddedStore(t *testing.T) {
+	out, _, err := runCmd(t, map[string]string{}, "config", "check")
+	if err != nil || !strings.Contains(out, "NO REDIS IS CONFIGURED") || !strings.Contains(out, "development") ||
+		!strings.Contains(out, "lost when it stops") {
+		t.Fatalf("config check: %v\n%s", err, out)
+	}
+	out, _, err = runCmd(t, map[string]string{"ASYNCSTATUS_REDIS_URL": "redis://127.0.0.1:1/0",
+		"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET": strings.Repeat("s", 32), "ASYNCSTATUS_WEBHOOKS_SECRET_KEY": strings.Repeat("w", 32)}, "config", "check")
+	if err != nil || strings.Contains(out, "NO REDIS") || !strings.Contains(out, "configuration is valid") {
+		t.Fatalf("config check with Redis: %v\n%s", err, out)
+	}
+}
+
+// TestConfigProblemsAtOnce: serve and config check name every missing secret
+// and every bad key in one error, under one prefix, with a "did you mean" for
+// a misspelt key of the file.
+func TestConfigProblemsAtOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte("redis:\n  url: redis://127.0.0.1:1/0\nhttp:\n  adr: :8080\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(logs.String(), `"level":"WARN","msg":"`+want+`"`) {
-		t.Fatalf("serve's log does not warn about the variable:\n%s", logs.String())
+	for _, args := range [][]string{{"serve", "--config", path}, {"config", "check", "--config", path}} {
+		_, _, err := runCmd(t, map[string]string{}, args...)
+		if err == nil {
+			t.Fatalf("%v: no error", args)
+		}
+		msg := err.Error()
+		for _, w := range []string{"configuration: 3 problems:", "http.adr: unknown key; did you mean http.addr?",
+			"auth.poll_token_secret: required", "webhooks.secret_key: required"} {
+			if !strings.Contains(msg, w) {
+				t.Errorf("%v: %s\nwant it to name %q", args, msg, w)
+			}
+		}
+		if strings.Count(msg, "configuration:") != 1 || strings.Contains(msg, "config: ") {
+			t.Errorf("%v: the prefix repeats: %s", args, msg)
+		}
+	}
+}
+
+// TestServeHelpExplainsConfiguration: serve --help writes its flags with two
+// dashes and says where configuration comes from and which keys come first.
+func TestServeHelpExplainsConfiguration(t *testing.T) {
+	out, _, err := runCmd(t, nil, "serve", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"  --config FILE", "  --log-format json|text", "ASYNCSTATUS_REDIS_URL", "config check",
+		"http.addr", "redis.url", "auth.poll_token_secret", "webhooks.secret_key", "metrics.addr"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("serve --help lacks %q:\n%s", w, out)
+		}
+	}
+	if strings.Contains(out, "\n  -config") || strings.Contains(out, "\n  -log-format") {
+		t.Errorf("serve --help shows single-dash flags:\n%s", out)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -112,5 +113,57 @@ func TestVersionNamesTheBuild(t *testing.T) {
 	line := fmt.Sprintf(`,modified="%v",revision="%s",version="9.8.7"} 1`, modified, rev)
 	if code != 200 || !strings.Contains(metrics, "asyncstatus_build_info{goversion=\"go1.") || !strings.Contains(metrics, line) {
 		t.Fatalf("/metrics: %d, want asyncstatus_build_info with %s in\n%s", code, line, metrics)
+	}
+}
+
+// TestVersionOfATaggedCheckout: a release is a tag vX.Y.Z of the repository,
+// and a plain `go build` in a checkout of that tag (no flags, no Makefile)
+// prints the release version: the Go toolchain takes it from the tag. The
+// test tags a clone of this checkout's commit, so it needs git and the
+// repository, and fails without them.
+func TestVersionOfATaggedCheckout(t *testing.T) {
+	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		t.Fatalf("git rev-parse: %v (the version test needs the git checkout it builds from)", err)
+	}
+	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatalf("git rev-parse HEAD: %v", err)
+	}
+	rev := strings.TrimSpace(string(head))
+	dir := filepath.Join(t.TempDir(), "src")
+	gitIn := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
+			"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	gitIn("clone", "-q", "--no-checkout", strings.TrimSpace(string(top)), dir)
+	gitIn("-C", dir, "checkout", "-q", "--detach", rev)
+	gitIn("-C", dir, "tag", "v0.98.7") // v0 or v1: a v2+ tag needs a /vN module path
+
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	bin := filepath.Join(t.TempDir(), "asyncstatus")
+	args := []string{"build", "-buildvcs=true", "-o", bin}
+	if raceEnabled { // as buildBinary: the dependencies then come from the build cache
+		args = append(args, "-race")
+	}
+	build := exec.Command(gobin, append(args, "./cmd/asyncstatus")...)
+	build.Dir = dir
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build in the tagged checkout: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil {
+		t.Fatalf("version: %v", err)
+	}
+	if want := "asyncstatus v0.98.7 (revision " + rev + ") go1."; !strings.HasPrefix(string(out), want) {
+		t.Fatalf("version printed %q, want the prefix %q", out, want)
 	}
 }

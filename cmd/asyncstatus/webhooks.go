@@ -17,7 +17,7 @@ import (
 )
 
 // minWebhookSecretKey is the shortest accepted webhooks.secret_key: 256 bits.
-const minWebhookSecretKey = 32
+const minWebhookSecretKey = config.MinSecretKey
 
 // webhookSealer is the encryption of endpoint secrets at rest: under
 // webhooks.secret_key, which every replica must share and which must survive
@@ -110,7 +110,7 @@ func cmdWebhooks(ctx context.Context, args []string, getenv func(string) string,
 	if err != nil {
 		return err
 	}
-	b, err := adminBackend(cfgPath, getenv, stderr)
+	b, err := adminBackend("webhooks reseal", cfgPath, getenv, !dry, stderr)
 	if err != nil {
 		return err
 	}

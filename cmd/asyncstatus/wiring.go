@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -41,15 +42,23 @@ func tenantRunFlags(name, every string, args []string, stderr io.Writer) (tenant
 	return tenant, dry, cfgPath, nil
 }
 
+// loadConfig is the configuration of an admin command: --config FILE, else
+// $ASYNCSTATUS_CONFIG, then the environment. Its error (config.Problems)
+// names every problem at once.
 func loadConfig(path string, getenv func(string) string) (config.Config, error) {
 	if path == "" {
 		path = getenv("ASYNCSTATUS_CONFIG")
 	}
-	cfg, err := config.Load(path, getenv)
-	if err != nil {
-		return config.Config{}, fmt.Errorf("configuration: %w", err)
+	return config.Load(path, getenv)
+}
+
+// loadServeConfig is loadConfig with serve's rules (config.ValidateServe):
+// serve and `config check` load through it.
+func loadServeConfig(path string, getenv func(string) string) (config.Config, error) {
+	if path == "" {
+		path = getenv("ASYNCSTATUS_CONFIG")
 	}
-	return cfg, nil
+	return config.LoadServe(path, getenv)
 }
 
 // Redis client retry policy (see openRedis).
@@ -204,13 +213,12 @@ func openObservedBackend(cfg config.Config, obs store.ScriptObserver) (*backend,
 
 // serveSecrets derives what serve needs from the configured secrets, and
 // refuses a configuration that lacks them; config check applies the same rules.
+// A refusal names every missing or unusable secret at once, so that a first
+// deployment is not refused once per secret.
 func serveSecrets(cfg config.Config) ([]byte, *webhook.Sealer, error) {
-	secret, err := pollSecret(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	sealer, err := webhookSealer(cfg)
-	if err != nil {
+	secret, perr := pollSecret(cfg)
+	sealer, werr := webhookSealer(cfg)
+	if err := errors.Join(perr, werr); err != nil {
 		return nil, nil, err
 	}
 	return secret, sealer, nil
@@ -230,6 +238,13 @@ func pollSecret(cfg config.Config) ([]byte, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// newAuthenticator checks credentials with the configured secrets and key
+// policy; pollSecret is serveSecrets' (random with the embedded store).
+func newAuthenticator(cfg config.Config, keys auth.KeyStore, pollSecret []byte) *auth.Authenticator {
+	return auth.NewWithOptions(keys, auth.Options{PollSecret: pollSecret, KeyCheckSecret: []byte(cfg.Auth.KeyCheckSecret),
+		CacheTTL: cfg.Auth.KeyCacheTTL, RefuseLegacyKeys: !cfg.Auth.AcceptLegacyKeys})
 }
 
 // newMetrics makes the metrics on a registry of their own, with the Go runtime

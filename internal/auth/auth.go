@@ -12,6 +12,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"hash"
+	"net/netip"
 	"regexp"
 	"strings"
 	"sync"
@@ -32,8 +33,37 @@ var tenantPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 // in poll tokens, so braces, dots and upper case are refused.
 func ValidTenant(t string) bool { return tenantPattern.MatchString(t) }
 
-// NewKey makes an API key: the plain key (shown once) and its stored description.
+// NewKey makes an API key with the legacy, unkeyed check (keyformat.go):
+// for tests and tools that hold no secret. The service issues keys with
+// (*Authenticator).NewKey.
 func NewKey(tenant string, scopes domain.Scopes, name string, now time.Time) (plain string, k domain.APIKey, err error) {
+	return newKey(appendCRCCheck, tenant, scopes, name, now)
+}
+
+// NewOperatorKey is NewKey for an operator key (see
+// (*Authenticator).NewOperatorKey).
+func NewOperatorKey(name string, now time.Time) (plain string, k domain.APIKey, err error) {
+	plain, k, err = NewKey("operator", 0, name, now)
+	k.Tenant, k.Operator = "", true
+	return plain, k, err
+}
+
+// NewKey makes an API key: the plain key (shown once), with the keyed check,
+// and its stored description.
+func (a *Authenticator) NewKey(tenant string, scopes domain.Scopes, name string, now time.Time) (plain string, k domain.APIKey, err error) {
+	return newKey(a.appendKeyedCheck, tenant, scopes, name, now)
+}
+
+// NewOperatorKey makes an operator key (spec §14): a console-only key of no
+// tenant, which the public API refuses and the console lets see every tenant.
+// It has the same form as any key, so nothing in a key tells it apart.
+func (a *Authenticator) NewOperatorKey(name string, now time.Time) (plain string, k domain.APIKey, err error) {
+	plain, k, err = a.NewKey("operator", 0, name, now)
+	k.Tenant, k.Operator = "", true
+	return plain, k, err
+}
+
+func newKey(check func([]byte, string) []byte, tenant string, scopes domain.Scopes, name string, now time.Time) (plain string, k domain.APIKey, err error) {
 	if !ValidTenant(tenant) {
 		return "", domain.APIKey{}, domain.Errorf(domain.ValidationFailed, "tenant must match %s", tenantPattern)
 	}
@@ -41,27 +71,41 @@ func NewKey(tenant string, scopes domain.Scopes, name string, now time.Time) (pl
 	if _, err := rand.Read(raw); err != nil {
 		return "", domain.APIKey{}, err
 	}
-	plain, idPart := formatKey(raw)
+	plain, idPart := formatKey(raw, check)
 	k = domain.APIKey{ID: keyIDPrefix + idPart, Tenant: tenant, Scopes: scopes, Name: name,
 		CreatedAt: now.UTC().Truncate(time.Millisecond), Digest: sha256.Sum256([]byte(plain))}
 	return plain, k, nil
 }
 
-// NewOperatorKey makes an operator key (spec §14): a console-only key of no
-// tenant, which the public API refuses and the console lets see every tenant.
-// It has the same form as any key, so nothing in a key tells it apart.
-func NewOperatorKey(name string, now time.Time) (plain string, k domain.APIKey, err error) {
-	plain, k, err = NewKey("operator", 0, name, now)
-	k.Tenant, k.Operator = "", true
-	return plain, k, err
+// Options configure an Authenticator.
+type Options struct {
+	// PollSecret keys the poll-token HMAC (auth.poll_token_secret).
+	PollSecret []byte
+	// KeyCheckSecret is what the key-check subkey is derived from
+	// (auth.key_check_secret). default: PollSecret.
+	KeyCheckSecret []byte
+	// CacheTTL is how long a looked-up key is trusted (a revocation bites
+	// within it; 0: never cached).
+	CacheTTL time.Duration
+	// RefuseLegacyKeys refuses, without a lookup, every key without the keyed
+	// check (auth.accept_legacy_keys false). default: false (accepted).
+	RefuseLegacyKeys bool
+	// Now is the clock. default: time.Now.
+	Now func() time.Time
 }
 
 // Authenticator checks credentials.
 type Authenticator struct {
-	keys     KeyStore
-	cacheTTL time.Duration
-	secret   []byte
-	now      func() time.Time
+	keys         KeyStore
+	cacheTTL     time.Duration
+	secret       []byte
+	checkKey     []byte
+	refuseLegacy bool
+	now          func() time.Time
+
+	// unknown throttles, per source, the lookups of keys that pass their
+	// check and are not found.
+	unknown sourceBudget
 
 	// hits and misses cache lookups by id part, in two maps so that a flood
 	// of unknown ids (which pass the check only one time in 2^32, or have
@@ -71,8 +115,9 @@ type Authenticator struct {
 	misses map[string]time.Time // id part -> until when it is known absent
 
 	// macs pools keyed HMAC states (*macState): hmac.New allocates and keys a
-	// new one, about a tenth of a create's CPU.
-	macs sync.Pool
+	// new one, about a tenth of a create's CPU. checks does the same for the
+	// key check.
+	macs, checks sync.Pool
 }
 
 // macState is a keyed HMAC with scratch space, so that a MAC allocates nothing.
@@ -103,11 +148,21 @@ const missTTL = 10 * time.Second
 // long a looked-up key is trusted (a revocation bites within it; 0: never
 // cached); an unknown key id is remembered for missTTL.
 func New(keys KeyStore, pollSecret []byte, cacheTTL time.Duration, now func() time.Time) *Authenticator {
-	if now == nil {
-		now = time.Now
+	return NewWithOptions(keys, Options{PollSecret: pollSecret, CacheTTL: cacheTTL, Now: now})
+}
+
+// NewWithOptions returns an Authenticator configured by o.
+func NewWithOptions(keys KeyStore, o Options) *Authenticator {
+	if o.Now == nil {
+		o.Now = time.Now
 	}
-	a := &Authenticator{keys: keys, cacheTTL: cacheTTL, secret: pollSecret, now: now, hits: map[string]cached{}, misses: map[string]time.Time{}}
+	if len(o.KeyCheckSecret) == 0 {
+		o.KeyCheckSecret = o.PollSecret
+	}
+	a := &Authenticator{keys: keys, cacheTTL: o.CacheTTL, secret: o.PollSecret, checkKey: KeyCheckKey(o.KeyCheckSecret),
+		refuseLegacy: o.RefuseLegacyKeys, now: o.Now, hits: map[string]cached{}, misses: map[string]time.Time{}}
 	a.macs.New = func() any { return &macState{h: hmac.New(sha256.New, a.secret)} }
+	a.checks.New = func() any { return &macState{h: hmac.New(sha256.New, a.checkKey)} }
 	return a
 }
 
@@ -118,7 +173,14 @@ func errUnauthenticated() error {
 // APIKey authenticates a plain API key. Operator keys are refused: they are
 // valid on the console only (spec §14).
 func (a *Authenticator) APIKey(ctx context.Context, plain string) (domain.Principal, error) {
-	k, err := a.check(ctx, plain)
+	return a.APIKeyFrom(ctx, plain, netip.Addr{})
+}
+
+// APIKeyFrom is APIKey for a call from source (the client's address; the
+// zero Addr: unknown): a source whose keys keep passing their check and
+// being unknown is refused further lookups for a while (sourceBudget).
+func (a *Authenticator) APIKeyFrom(ctx context.Context, plain string, source netip.Addr) (domain.Principal, error) {
+	k, err := a.check(ctx, plain, source)
 	if err != nil {
 		return domain.Principal{}, err
 	}
@@ -131,7 +193,7 @@ func (a *Authenticator) APIKey(ctx context.Context, plain string) (domain.Princi
 // ConsoleKey authenticates a key for the console: an operator key, or a
 // tenant key with the admin scope (spec §14).
 func (a *Authenticator) ConsoleKey(ctx context.Context, plain string) (domain.APIKey, error) {
-	k, err := a.check(ctx, plain)
+	k, err := a.check(ctx, plain, netip.Addr{})
 	if err != nil {
 		return domain.APIKey{}, err
 	}
@@ -149,16 +211,16 @@ func (a *Authenticator) KeyByID(ctx context.Context, id string) (domain.APIKey, 
 	if !ok || len(idPart) != keyIDLen {
 		return domain.APIKey{}, false, nil
 	}
-	return a.lookup(ctx, idPart, "")
+	return a.lookup(ctx, idPart, "", netip.Addr{})
 }
 
 // check finds the stored key of a plain key and compares its digest.
-func (a *Authenticator) check(ctx context.Context, plain string) (domain.APIKey, error) {
+func (a *Authenticator) check(ctx context.Context, plain string, source netip.Addr) (domain.APIKey, error) {
 	idPart, ok := parseKey(plain)
 	if !ok {
 		return domain.APIKey{}, errUnauthenticated()
 	}
-	k, found, err := a.lookup(ctx, idPart, plain)
+	k, found, err := a.lookup(ctx, idPart, plain, source)
 	if err != nil {
 		return domain.APIKey{}, err
 	}
@@ -174,9 +236,11 @@ func (a *Authenticator) check(ctx context.Context, plain string) (domain.APIKey,
 // lookup finds the key of id part idPart (of the plain key plain). The caches
 // are keyed by the id part, so that a hit builds no string; idPart may point
 // into a reused buffer (a request header), so a new entry's key is a copy.
-// A key whose check fails is not found, without a lookup or a cache entry;
-// plain is "" for KeyByID, whose id comes from a session made with a checked key.
-func (a *Authenticator) lookup(ctx context.Context, idPart, plain string) (domain.APIKey, bool, error) {
+// A key whose check fails (or a legacy key, when they are refused) is not
+// found, without a lookup or a cache entry, and so is any key from a source
+// out of its budget of unknown keys; plain is "" for KeyByID, whose id comes
+// from a session made with a checked key.
+func (a *Authenticator) lookup(ctx context.Context, idPart, plain string, source netip.Addr) (domain.APIKey, bool, error) {
 	now := a.now()
 	a.mu.Lock()
 	c, hit := a.hits[idPart]
@@ -185,7 +249,20 @@ func (a *Authenticator) lookup(ctx context.Context, idPart, plain string) (domai
 	switch {
 	case hit && now.Before(c.expires):
 		return c.key, true, nil
-	case miss && now.Before(until), plain != "" && !checkOK(plain):
+	case miss && now.Before(until):
+		return domain.APIKey{}, false, nil
+	}
+	if plain != "" {
+		switch a.checkOf(plain) {
+		case checkFails:
+			return domain.APIKey{}, false, nil
+		case checkLegacy:
+			if a.refuseLegacy {
+				return domain.APIKey{}, false, nil
+			}
+		}
+	}
+	if source.IsValid() && !a.unknown.allow(source, now) {
 		return domain.APIKey{}, false, nil
 	}
 	k, err := a.keys.LookupKey(ctx, keyIDPrefix+idPart)
@@ -193,6 +270,9 @@ func (a *Authenticator) lookup(ctx context.Context, idPart, plain string) (domai
 		return domain.APIKey{}, false, err
 	}
 	found := err == nil
+	if !found && source.IsValid() {
+		a.unknown.spend(source, now)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	id := strings.Clone(idPart)
@@ -245,6 +325,9 @@ func (a *Authenticator) mac(tenant, id string) *macState {
 	return m
 }
 
+// strictRawURL decodes only the canonical base64url spelling of a value.
+var strictRawURL = base64.RawURLEncoding.Strict()
+
 // PollTokenPrincipal checks a poll token for request id. A wrong token is NOT_FOUND,
 // exactly like an id the caller may not see.
 func (a *Authenticator) PollTokenPrincipal(token, id string) (domain.Principal, error) {
@@ -260,7 +343,10 @@ func (a *Authenticator) PollTokenPrincipal(token, id string) (domain.Principal, 
 		return domain.Principal{}, domain.ErrNotFound()
 	}
 	copy(in[:], macPart)
-	n, err := base64.RawURLEncoding.Decode(got[:], in[:])
+	// Strict: the last character carries two spare bits, and only the
+	// spelling with them zero (the one PollToken writes) is the token; the
+	// other three would be distinct strings that all authenticate.
+	n, err := strictRawURL.Decode(got[:], in[:])
 	if err != nil || n != len(got) {
 		return domain.Principal{}, domain.ErrNotFound()
 	}

@@ -222,8 +222,10 @@ func TestKeyCacheEvictsOne(t *testing.T) {
 	}
 }
 
-// TestKeyCheckIsCRC32C: the check is the CRC-32C of the 63 characters before
-// it, in the id's base32 alphabet (docs/design.md), and costs no allocation.
+// TestKeyCheckIsCRC32C: the legacy check (auth.NewKey, as keys were issued
+// before the keyed one) is the CRC-32C of the 63 characters before it, in
+// the id's base32 alphabet (docs/design.md), and a cached key costs no
+// allocation.
 func TestKeyCheckIsCRC32C(t *testing.T) {
 	plain, _, err := auth.NewKey("acme", domain.ScopeRead, "t", time.Now())
 	if err != nil {
@@ -289,5 +291,23 @@ func TestOperatorKey(t *testing.T) {
 	}
 	if _, found, _ := a.KeyByID(ctx, "nonsense"); found {
 		t.Fatal("KeyByID of a malformed id")
+	}
+}
+
+// TestPollTokenCanonicalOnly: the last character of a token's MAC carries two
+// spare bits; the three spellings with other values there are not the token.
+func TestPollTokenCanonicalOnly(t *testing.T) {
+	a := auth.New(&memKeys{m: map[string]domain.APIKey{}}, []byte("secret"), time.Hour, nil)
+	tok := a.PollToken("acme", "req_1")
+	if _, err := a.PollTokenPrincipal(tok, "req_1"); err != nil {
+		t.Fatalf("canonical token refused: %v", err)
+	}
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	last := strings.IndexByte(alphabet, tok[len(tok)-1])
+	for spare := 1; spare < 4; spare++ {
+		other := tok[:len(tok)-1] + string(alphabet[last|spare])
+		if _, err := a.PollTokenPrincipal(other, "req_1"); domain.ErrorCode(err) != domain.NotFound {
+			t.Errorf("spelling %q with spare bits %d: %v, want NOT_FOUND", other, spare, err)
+		}
 	}
 }

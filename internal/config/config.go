@@ -5,7 +5,10 @@
 // request type is). Every other package receives the parts it needs from main.
 package config
 
-import "time"
+import (
+	"net"
+	"time"
+)
 
 // Config is the whole effective configuration. The yaml tags are the dotted
 // paths of spec §9; the env override of a key is ASYNCSTATUS_ + its upper-snake
@@ -26,6 +29,7 @@ type Config struct {
 	Runtime     Runtime     `yaml:"runtime"`
 	Console     Console     `yaml:"console"`
 	Wait        Wait        `yaml:"wait"`
+	Metrics     Metrics     `yaml:"metrics"`
 }
 
 // Redis selects and tunes the store. None of URL, ClusterAddrs and
@@ -88,10 +92,17 @@ func (r Redis) Shards() int {
 
 // HTTP is the listener.
 type HTTP struct {
-	// Addr to listen on. default: ":8080".
+	// Addr to listen on. default: ":8080". With the embedded store, an address
+	// without a host (":8080") binds loopback only (APIAddr).
 	Addr string `yaml:"addr"`
 	// PublicURL, when set, is the base of absolute URLs (Location, Operation-Location, Link).
 	PublicURL string `yaml:"public_url"`
+	// TrustedProxies are the addresses (IPs or CIDRs, "10.0.0.0/8") of the
+	// reverse proxies in front of the service: only a connection from one of
+	// them may set the scheme and host of absolute URLs with X-Forwarded-Proto
+	// (http or https, nothing else) and X-Forwarded-Host, when public_url is
+	// not set. default: none (the headers are ignored).
+	TrustedProxies []string `yaml:"trusted_proxies"`
 	// BodyLimitBytes: larger bodies answer 413. default: 1048576.
 	BodyLimitBytes int `yaml:"body_limit_bytes"`
 	// ReadTimeout, WriteTimeout, IdleTimeout of connections. defaults: 10s, 10s, 60s.
@@ -122,6 +133,14 @@ type Wait struct {
 	// past it a long poll is answered as an ordinary poll. 0 turns waiting off.
 	// default: 10000.
 	MaxWaiters int `yaml:"max_waiters"`
+	// MaxWaitersPerTenant bounds the waits one tenant may hold at once on one
+	// replica, so that one tenant cannot deny waiting to the others; past it a
+	// wait is answered as past max_waiters. 0: no share. default: 1000.
+	MaxWaitersPerTenant int `yaml:"max_waiters_per_tenant"`
+	// MaxWaitersPerCredential bounds the waits one API key, or the poll token
+	// of one request, may hold at once on one replica. 0: no share.
+	// default: 100.
+	MaxWaitersPerCredential int `yaml:"max_waiters_per_credential"`
 	// Heartbeat is the interval of an event stream's keep-alive comment, and how
 	// soon a wait or stream whose client left frees its slot. default: 15s.
 	Heartbeat time.Duration `yaml:"heartbeat"`
@@ -139,6 +158,14 @@ type Auth struct {
 	// KeyCacheTTL: how long a looked-up API key (and so a revocation) may be cached
 	// in process. default: 10s. 0 disables the cache.
 	KeyCacheTTL time.Duration `yaml:"key_cache_ttl"`
+	// KeyCheckSecret is what the subkey of API keys' keyed check is derived
+	// from. Secret. default: "" (PollTokenSecret). Set it to the previous
+	// poll_token_secret when rotating that, so that keys keep their check.
+	KeyCheckSecret string `yaml:"key_check_secret"`
+	// AcceptLegacyKeys accepts API keys without the keyed check (issued before
+	// it, or of the 63-character shape): each unknown one costs a lookup.
+	// default: true (docs/operations.md says until when).
+	AcceptLegacyKeys bool `yaml:"accept_legacy_keys"`
 }
 
 // Polling paces clients (spec §5).
@@ -163,9 +190,10 @@ type RateLimit struct {
 	Admin string `yaml:"admin"`
 	// Tenant: all credentials of one tenant together. default: 20000-S.
 	Tenant string `yaml:"tenant"`
-	// Timeout bounds the HTTP layer's limiter (the calls the scripts do not
-	// count themselves): a slower read is let through uncounted, a slower write
-	// or admin call answers 503. default: 200ms.
+	// Timeout bounds the HTTP layer's own limiter call, made only for a call
+	// refused before its script counted it (a bad body, query or id), and the
+	// preloading of the limiter's scripts at start: slower, the refusal goes
+	// out without RateLimit-* and uncounted. default: 200ms.
 	Timeout time.Duration `yaml:"timeout"`
 }
 
@@ -284,6 +312,26 @@ type Console struct {
 	Addr string `yaml:"addr"`
 	// SessionTTL: a console session ends this long after sign-in. default: 8h.
 	SessionTTL time.Duration `yaml:"session_ttl"`
+}
+
+// Metrics is the Prometheus endpoint, /metrics, which needs no credential.
+type Metrics struct {
+	// Addr, when set, serves /metrics on a listener of its own ([host]:port),
+	// and http.addr no longer serves it: for production, where the API is
+	// public and the figures are not. default: "" (/metrics on http.addr).
+	Addr string `yaml:"addr"`
+}
+
+// APIAddr is the address serve's API listens on: http.addr, except that with
+// the embedded store (development) an address without a host, such as the
+// default ":8080", binds loopback only, as the console does. Name a host
+// (0.0.0.0:8080) to listen on every interface anyway.
+func (c *Config) APIAddr() string {
+	host, port, err := net.SplitHostPort(c.HTTP.Addr)
+	if err != nil || host != "" || !c.Embedded() {
+		return c.HTTP.Addr
+	}
+	return net.JoinHostPort("127.0.0.1", port)
 }
 
 // Enabled reports whether the console is to be served.

@@ -27,7 +27,8 @@ func Defaults() Config {
 			ShutdownTimeout: 10 * time.Second,
 		},
 		Auth: Auth{
-			KeyCacheTTL: 10 * time.Second,
+			KeyCacheTTL:      10 * time.Second,
+			AcceptLegacyKeys: true,
 		},
 		Polling: Polling{
 			Schedule:       defaults.PollSchedule(),
@@ -81,10 +82,12 @@ func Defaults() Config {
 			SessionTTL: defaults.ConsoleSessionTTL,
 		},
 		Wait: Wait{
-			Max:        defaults.WaitMax,
-			MaxWaiters: 10000,
-			Heartbeat:  defaults.WaitHeartbeat,
-			StreamMax:  defaults.StreamMax,
+			Max:                     defaults.WaitMax,
+			MaxWaiters:              10000,
+			MaxWaitersPerTenant:     1000,
+			MaxWaitersPerCredential: 100,
+			Heartbeat:               defaults.WaitHeartbeat,
+			StreamMax:               defaults.StreamMax,
 		},
 	}
 }

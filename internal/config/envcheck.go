@@ -7,11 +7,19 @@ import (
 	"strings"
 )
 
-// UnknownEnv returns a warning for every ASYNCSTATUS_* variable in environ
+// Variables of the ASYNCSTATUS_ family that configure no service but the
+// project's own tests and benchmarks: every ASYNCSTATUS_TEST_* and
+// ASYNCSTATUS_BENCH_* variable, and these three. UnknownEnv passes over them,
+// so that a test run's environment never stops a command.
+var testOnlyEnv = []string{"ASYNCSTATUS_UPDATE_DOCS", "ASYNCSTATUS_ARTIFACTS_DIR", "ASYNCSTATUS_WEBHOOK_FIGURES"}
+
+// UnknownEnv returns a problem for every ASYNCSTATUS_* variable in environ
 // ("NAME=value" entries, as os.Environ gives them) that names no configuration
-// key, with the closest known name, so that a misspelt override is not
-// silently ignored. A map key (by_type) has no variable, so
-// ASYNCSTATUS_POLLING_BY_TYPE is unknown too and the warning says so.
+// key, with the closest known name, so that a misspelt override is never
+// silently ignored: serve and the admin commands refuse to run while one is
+// set (docs/operations.md, Configuration). A map key (by_type) has no
+// variable, so ASYNCSTATUS_POLLING_BY_TYPE is unknown too and the problem
+// says so. The tests' own variables (testOnlyEnv) are not reported.
 func UnknownEnv(environ []string) []string {
 	known := map[string]string{} // variable -> key ("" for the others)
 	maps := map[string]string{}
@@ -34,42 +42,52 @@ func UnknownEnv(environ []string) []string {
 	}
 	sort.Strings(names)
 
-	var warnings []string
+	var problems []string
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, EnvPrefix) {
+		if !strings.HasPrefix(name, EnvPrefix) || TestOnlyEnv(name) {
 			continue
 		}
-		// The tests' and benchmarks' own families (ASYNCSTATUS_TEST_REDIS_ADDR,
-		// ASYNCSTATUS_BENCH_METER).
-		if _, ok := known[name]; ok || strings.HasPrefix(name, EnvPrefix+"TEST_") || strings.HasPrefix(name, EnvPrefix+"BENCH_") {
+		if _, ok := known[name]; ok {
 			continue
 		}
 		if key, ok := maps[name]; ok {
-			warnings = append(warnings, fmt.Sprintf("%s is ignored: %s is a map and is set only in the config file", name, key))
+			problems = append(problems, fmt.Sprintf("%s: %s is a map, set only in the config file", name, key))
 			continue
 		}
-		w := fmt.Sprintf("%s names no configuration key and is ignored", name)
-		if best := closest(name, names); best != "" {
+		w := fmt.Sprintf("%s names no configuration key", name)
+		if best := closest(name, names, len(EnvPrefix)); best != "" {
 			w += "; did you mean " + best + "?"
 		}
-		warnings = append(warnings, w)
+		problems = append(problems, w)
 	}
-	sort.Strings(warnings)
-	return warnings
+	sort.Strings(problems)
+	return problems
+}
+
+// TestOnlyEnv reports whether name is one of the variables only the
+// project's tests and benchmarks read (testOnlyEnv).
+func TestOnlyEnv(name string) bool {
+	for _, n := range testOnlyEnv {
+		if name == n {
+			return true
+		}
+	}
+	return strings.HasPrefix(name, EnvPrefix+"TEST_") || strings.HasPrefix(name, EnvPrefix+"BENCH_")
 }
 
 // closest is the name of names nearest to s by edit distance, if it is near
-// enough to be a likely misspelling (at most a third of s's length after the
-// prefix, and at least 1 edit away); "" otherwise.
-func closest(s string, names []string) string {
+// enough to be a likely misspelling (at most 2 edits, or a third of s's
+// length past its first skip bytes, a common prefix, when that is more; and
+// at least 1 edit away); "" otherwise.
+func closest(s string, names []string, skip int) string {
 	best, bestD := "", -1
 	for _, n := range names {
 		if d := editDistance(s, n); bestD < 0 || d < bestD {
 			best, bestD = n, d
 		}
 	}
-	if bestD < 0 || bestD > (len(s)-len(EnvPrefix)+2)/3 {
+	if bestD <= 0 || bestD > max(2, (len(s)-skip+2)/3) {
 		return ""
 	}
 	return best

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,31 +23,86 @@ var durationType = reflect.TypeFor[time.Duration]()
 
 // Load builds the effective configuration: Defaults, then the YAML file at
 // path (skipped when path is ""), then ASYNCSTATUS_* overrides read through
-// getenv (nil means none), and finally Validate. Every error names the key it
-// is about.
+// getenv (nil means none), and finally Validate. It reports every problem it
+// finds in one *Problems, each naming the key it is about, so that an
+// operator fixes them all in one go rather than one restart at a time.
 //
 // getenv cannot tell an unset variable from an empty one, so an empty variable
 // is treated as unset: an override cannot blank a key, the file can.
 func Load(path string, getenv func(string) string) (Config, error) {
+	return load(path, getenv, false)
+}
+
+// LoadServe is Load plus the rules only serve needs (ValidateServe): the
+// secrets that must be set when Redis is configured. `config check` applies
+// them too, so that a configuration it calls valid is one serve starts with.
+func LoadServe(path string, getenv func(string) string) (Config, error) {
+	return load(path, getenv, true)
+}
+
+func load(path string, getenv func(string) string, serve bool) (Config, error) {
 	cfg := Defaults()
+	var p Problems
 	if path != "" {
 		data, err := os.ReadFile(path)
 		if err != nil {
-			return Config{}, fmt.Errorf("config: %w", err)
+			return Config{}, &Problems{fmt.Errorf("config file: %w", err)}
 		}
 		if err := decodeYAML(data, &cfg); err != nil {
-			return Config{}, fmt.Errorf("config file %s: %w", path, err)
+			for _, e := range flatten(err) {
+				p = append(p, fmt.Errorf("config file %s: %w", path, e))
+			}
 		}
 	}
 	if getenv != nil {
-		if err := applyEnv(&cfg, getenv); err != nil {
-			return Config{}, fmt.Errorf("config environment: %w", err)
-		}
+		p = append(p, flatten(applyEnv(&cfg, getenv))...)
 	}
-	if err := cfg.Validate(); err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
+	validate := cfg.Validate
+	if serve {
+		validate = cfg.ValidateServe
+	}
+	p = append(p, flatten(validate())...)
+	if len(p) > 0 {
+		return Config{}, &p
 	}
 	return cfg, nil
+}
+
+// Problems is every problem Load found, in the order found: the file's, the
+// environment's, then the values'.
+type Problems []error
+
+// Error is the problem itself when there is one, else a count and one
+// problem per indented line.
+func (p *Problems) Error() string {
+	if len(*p) == 1 {
+		return "configuration: " + (*p)[0].Error()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "configuration: %d problems:", len(*p))
+	for _, e := range *p {
+		b.WriteString("\n  ")
+		b.WriteString(e.Error())
+	}
+	return b.String()
+}
+
+// Unwrap lets errors.Is and errors.As see each problem.
+func (p *Problems) Unwrap() []error { return *p }
+
+// flatten is the errors an errors.Join holds (err itself otherwise; none for nil).
+func flatten(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	return []error{err}
 }
 
 // EnvName returns the environment variable that overrides the dotted key
@@ -129,22 +186,28 @@ func decodeStruct(n *yaml.Node, v reflect.Value, key string) error {
 	}
 	fields := fieldsByName(v.Type())
 	seen := make(map[string]bool, len(n.Content)/2)
+	var errs []error // every key's problem, not only the first
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		kn, vn := n.Content[i], n.Content[i+1]
 		sub := join(key, kn.Value)
 		idx, ok := fields[kn.Value]
-		if !ok {
-			return keyError(kn, sub, "unknown key")
-		}
-		if seen[kn.Value] {
-			return keyError(kn, sub, "key given twice")
-		}
-		seen[kn.Value] = true
-		if err := decodeNode(vn, v.Field(idx), sub); err != nil {
-			return err
+		switch {
+		case !ok:
+			msg := "unknown key"
+			if best := closest(kn.Value, slices.Sorted(maps.Keys(fields)), 0); best != "" {
+				msg += "; did you mean " + join(key, best) + "?"
+			}
+			errs = append(errs, keyError(kn, sub, "%s", msg))
+		case seen[kn.Value]:
+			errs = append(errs, keyError(kn, sub, "key given twice"))
+		default:
+			seen[kn.Value] = true
+			if err := decodeNode(vn, v.Field(idx), sub); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // decodeMap replaces the whole map: a by_type map in the file is the complete

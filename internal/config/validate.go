@@ -77,6 +77,11 @@ func (c *Config) Validate() error {
 		}
 	}
 	p.positive("console.session_ttl", c.Console.SessionTTL)
+	if c.Metrics.Addr != "" {
+		if _, _, err := net.SplitHostPort(c.Metrics.Addr); err != nil {
+			p.add("metrics.addr", "must be [host]:port, or \"\" (/metrics on http.addr), got %q", c.Metrics.Addr)
+		}
+	}
 
 	if c.Runtime.MaxProcs < 0 {
 		p.add("runtime.max_procs", "must be >= 0 (0: Go's default), got %d", c.Runtime.MaxProcs)
@@ -94,18 +99,62 @@ func (c *Config) Validate() error {
 	return errors.Join(p...)
 }
 
+// MinSecretKey is the shortest accepted auth.poll_token_secret and
+// webhooks.secret_key: 256 bits, so that the key is never the weak link.
+const MinSecretKey = minPollTokenSecret
+
+// ValidateServe is Validate plus the rules only serve needs: the secrets that
+// every replica must share and that must survive restarts, required when
+// Redis is configured (the embedded store, which lives and dies with one
+// process, makes random ones). It returns every problem at once, the
+// secrets' among the others. The admin commands and Load do without these
+// rules: they hand out and check no token and seal no secret.
+func (c *Config) ValidateServe() error {
+	var p problems
+	if err := c.Validate(); err != nil {
+		p = append(p, flatten(err)...)
+	}
+	if err := c.RequirePollTokenSecret(); err != nil {
+		p = append(p, err)
+	}
+	c.Webhooks.validateSecrets(&p, c.Embedded())
+	return errors.Join(p...)
+}
+
 // RequirePollTokenSecret fails when Redis is configured but
 // auth.poll_token_secret is not. Poll tokens are derived from request ids with
 // this key, so every replica must share it and it must survive restarts; only
-// the embedded store, which lives and dies with one process, may use a random
-// one. It is separate from Validate because only serve hands out and checks
-// tokens: `config check` and the admin commands work without it.
+// the embedded store may use a random one.
 func (c *Config) RequirePollTokenSecret() error {
 	if !c.Embedded() && c.Auth.PollTokenSecret == "" {
 		return fmt.Errorf("auth.poll_token_secret: required when Redis is configured (set %s to at least %d random bytes)",
 			EnvName("auth.poll_token_secret"), minPollTokenSecret)
 	}
 	return nil
+}
+
+// validateSecrets: webhooks.secret_key encrypts endpoint secrets at rest.
+func (w *Webhooks) validateSecrets(p *problems, embedded bool) {
+	if !w.Enabled {
+		return
+	}
+	switch {
+	case w.SecretKey != "" && len(w.SecretKey) < MinSecretKey:
+		// Never echo the key, only its length.
+		p.add("webhooks.secret_key", "must be at least %d bytes, got %d (set %s)", MinSecretKey, len(w.SecretKey), EnvName("webhooks.secret_key"))
+	case w.SecretKey == "" && len(w.PreviousSecretKeys) > 0:
+		p.add("webhooks.previous_secret_keys", "set only with webhooks.secret_key, the key secrets are sealed under now (set %s)",
+			EnvName("webhooks.secret_key"))
+	case w.SecretKey == "" && !embedded:
+		p.add("webhooks.secret_key", "required when Redis is configured and webhooks.enabled is true "+
+			"(set %s to at least %d random bytes, or set webhooks.enabled to false)", EnvName("webhooks.secret_key"), MinSecretKey)
+	}
+	for i, k := range w.PreviousSecretKeys {
+		if len(k) < MinSecretKey {
+			p.add("webhooks.previous_secret_keys", "key %d of %d must be at least %d bytes (set %s)",
+				i+1, len(w.PreviousSecretKeys), MinSecretKey, EnvName("webhooks.previous_secret_keys"))
+		}
+	}
 }
 
 func (r *Redis) validate(p *problems) {
@@ -208,6 +257,11 @@ func (h *HTTP) validate(p *problems) {
 			p.add("http.public_url", "must not have a query or fragment, got %q", h.PublicURL)
 		}
 	}
+	for _, a := range h.TrustedProxies {
+		if !validProxy(a) {
+			p.add("http.trusted_proxies", "%q is not an IP address or a CIDR range", a)
+		}
+	}
 	if h.BodyLimitBytes <= 0 {
 		p.add("http.body_limit_bytes", "must be greater than 0, got %d", h.BodyLimitBytes)
 	}
@@ -242,11 +296,20 @@ func (w *Wait) validate(p *problems) {
 	if w.MaxWaiters < 0 {
 		p.add("wait.max_waiters", "must not be negative, got %d", w.MaxWaiters)
 	}
+	if w.MaxWaitersPerTenant < 0 {
+		p.add("wait.max_waiters_per_tenant", "must not be negative, got %d", w.MaxWaitersPerTenant)
+	}
+	if w.MaxWaitersPerCredential < 0 {
+		p.add("wait.max_waiters_per_credential", "must not be negative, got %d", w.MaxWaitersPerCredential)
+	}
 	p.positive("wait.heartbeat", w.Heartbeat)
 	p.positive("wait.stream_max", w.StreamMax)
 }
 
 func (a *Auth) validate(p *problems) {
+	if n := len(a.KeyCheckSecret); n > 0 && n < minPollTokenSecret {
+		p.add("auth.key_check_secret", "must be at least %d bytes, got %d", minPollTokenSecret, n)
+	}
 	if n := len(a.PollTokenSecret); n > 0 && n < minPollTokenSecret {
 		// Never echo the secret, only its length.
 		p.add("auth.poll_token_secret", "must be at least %d bytes, got %d", minPollTokenSecret, n)
@@ -394,4 +457,14 @@ func (a *Audit) validate(p *problems) {
 		p.add("audit.max_backlog", "must be greater than 0, got %d", a.MaxBacklog)
 	}
 	p.positive("audit.claim_after", a.ClaimAfter)
+}
+
+// validProxy reports whether a is an IP address or a CIDR range, as
+// http.trusted_proxies takes them.
+func validProxy(a string) bool {
+	if strings.Contains(a, "/") {
+		_, _, err := net.ParseCIDR(a)
+		return err == nil
+	}
+	return net.ParseIP(a) != nil
 }

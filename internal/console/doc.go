@@ -7,8 +7,9 @@
 // does directly, and keeping it off the API's fasthttp server keeps the API's
 // tuned hot path untouched (docs/console.md).
 //
-// It imports internal/domain and internal/auth's tenant-name rule only (and
-// the Prometheus client for the figures);
+// It imports internal/domain, internal/auth's tenant-name rule and
+// internal/sse's event framing only (and the Prometheus client for the
+// figures);
 // the store and the authenticator come in through the Store and Authenticator
 // interfaces, and cmd/asyncstatus wires them.
 package console

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/sse"
 )
 
 // Watcher follows a request's changes (the store's notification hub, §12).
@@ -45,12 +45,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, v *view, changes
 	h.Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
 	fmt.Fprint(w, "retry: 2000\n\n")
+	var buf []byte
 	send := func(frag string) {
-		fmt.Fprint(w, "event: fragment\n")
-		for _, line := range strings.Split(frag, "\n") {
-			fmt.Fprintf(w, "data: %s\n", line)
-		}
-		fmt.Fprint(w, "\n")
+		// A fragment holds tenants' text (a progress message); a CR in it
+		// must not end the data line, as it would if only LF split it.
+		buf = append(buf[:0], "event: fragment\n"...)
+		buf = append(sse.AppendDataString(buf, frag), '\n')
+		_, _ = w.Write(buf)
 		fl.Flush()
 	}
 	if first != "" {

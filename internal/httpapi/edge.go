@@ -264,8 +264,9 @@ func (s *Server) allowed(path string) []string {
 }
 
 // routeMatches matches a path against a route pattern of literal segments and
-// :params (each one non-empty segment); a trailing slash does not count, as
-// with Fiber's StrictRouting off.
+// :params (each one non-empty segment, or one ending in a custom verb, as
+// `:id\:cancel`); a trailing slash does not count, as with Fiber's
+// StrictRouting off.
 func routeMatches(pattern, path string) bool {
 	ps := strings.Split(strings.TrimSuffix(pattern, "/"), "/")
 	qs := strings.Split(strings.TrimSuffix(path, "/"), "/")
@@ -274,7 +275,8 @@ func routeMatches(pattern, path string) bool {
 	}
 	for i, p := range ps {
 		if strings.HasPrefix(p, ":") {
-			if qs[i] == "" {
+			_, verb, custom := strings.Cut(p, `\:`)
+			if qs[i] == "" || custom && (len(qs[i]) <= len(verb)+1 || !strings.HasSuffix(qs[i], ":"+verb)) {
 				return false
 			}
 		} else if p != qs[i] {

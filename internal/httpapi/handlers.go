@@ -13,6 +13,17 @@ import (
 
 // healthz says the process is up and names its build, so that an operator
 // sees which code each replica runs (docs/operations.md, upgrading).
+// DocsURL is where GET / sends a reader for the documentation.
+const DocsURL = "https://github.com/asyncstatus/asyncstatus/tree/main/docs"
+
+// root answers GET / with where to go next: a person or a tool that finds the
+// service by its address learns of the API's description and the docs.
+func (s *Server) root(c *fiber.Ctx) error {
+	return c.JSON(fiber.Map{"service": "asyncstatus", "version": s.opts.Build.Version,
+		"openapi": "/openapi.json", "docs": DocsURL, "api": "/v1/requests",
+		"health": fiber.Map{"liveness": "/livez", "readiness": "/readyz"}})
+}
+
 func (s *Server) healthz(c *fiber.Ctx) error {
 	b := s.opts.Build
 	return c.JSON(fiber.Map{"status": "ok", "version": b.Version, "revision": b.Revision,
@@ -129,17 +140,41 @@ func isHexColonDot(c byte) bool {
 	return isDigit(c) || c|0x20 >= 'a' && c|0x20 <= 'f' || c == ':' || c == '.'
 }
 
-// requestURL is the absolute URL of a request's status monitor.
+// requestURL is the absolute URL of a request.
 func (s *Server) requestURL(c *fiber.Ctx, id string) string {
+	return s.baseURL(c) + "/v1/requests/" + id
+}
+
+// baseURL is the scheme and authority of the absolute URLs we hand out:
+// http.public_url, else the request's own (a parked answer's, kept when it
+// was parked).
+func (s *Server) baseURL(c *fiber.Ctx) string {
 	base := strings.TrimRight(s.opts.PublicURL, "/")
-	if base == "" {
-		host := c.Hostname()
-		if !saneHost(host) {
-			host = "localhost"
-		}
-		base = c.Protocol() + "://" + host
+	if base != "" {
+		return base
 	}
-	return base + "/v1/requests/" + id
+	if st, ok := c.Locals(localState).(*reqState); ok && st.base != "" {
+		return st.base
+	}
+	host := c.Hostname() // X-Forwarded-Host only from a trusted proxy
+	if !saneHost(host) {
+		host = "localhost"
+	}
+	return scheme(c) + "://" + host
+}
+
+// scheme is the scheme clients reach the service by: https over TLS, else
+// what a trusted proxy says in X-Forwarded-Proto when that is http or https
+// (a Location of "javascript:" would run in a browser that follows it), else
+// http.
+func scheme(c *fiber.Ctx) string {
+	p := strings.TrimSpace(c.Protocol())
+	switch {
+	case strings.EqualFold(p, "https"):
+		return "https"
+	default:
+		return "http"
+	}
 }
 
 func (s *Server) schedule(typ string) []int {
@@ -186,25 +221,28 @@ func (s *Server) create(c *fiber.Ctx) error {
 	r.PollToken = s.auth.PollToken(p.Tenant, r.ID)
 	u := s.requestURL(c, r.ID)
 	c.Set(fiber.HeaderLocation, u)
-	c.Set("Operation-Location", u)
+	c.Set("Operation-Location", u+monitorSuffix) // its status monitor (azure.go)
 	if !r.Done {
 		retryAfter(c, s.createRetryAfter(in))
 	}
 	return s.writeRequest(c, fiber.StatusAccepted, r)
 }
 
-// poll answers GET /v1/requests/{id}: a long poll with Prefer: wait (wait.go),
-// else an ordinary paced poll.
-func (s *Server) poll(c *fiber.Ctx) error {
+// poll answers GET /v1/requests/{id}.
+func (s *Server) poll(c *fiber.Ctx) error { return s.pollAs(c, viewRequest) }
+
+// pollAs answers a poll of the request in view v (lro.go): a long poll with
+// Prefer: wait (wait.go), else an ordinary paced poll.
+func (s *Server) pollAs(c *fiber.Ctx, v view) error {
 	if s.opts.Waits != nil {
 		if n, ok := preferWait(c.Request().Header.PeekAll("Prefer")); ok {
-			return s.longPoll(c, n)
+			return s.longPoll(c, n, v)
 		}
 	}
-	return s.pacedPoll(c)
+	return s.pacedPoll(c, v)
 }
 
-func (s *Server) pacedPoll(c *fiber.Ctx) error {
+func (s *Server) pacedPoll(c *fiber.Ctx, v view) error {
 	res, err := s.reqs.Poll(c.UserContext(), s.pollParams(c, true))
 	if res.Rate != nil {
 		setRateHeaders(c, res.Rate)
@@ -221,7 +259,7 @@ func (s *Server) pacedPoll(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderCacheControl, "no-store")
 		return c.SendStatus(fiber.StatusNotModified)
 	}
-	return s.writeRequest(c, fiber.StatusOK, r)
+	return s.writeView(c, v, r)
 }
 
 // setRateHeaders writes the RateLimit-* headers of a limit counted by the store.

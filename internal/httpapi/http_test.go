@@ -225,8 +225,8 @@ func TestCreate(t *testing.T) {
 		t.Fatalf("id %q is not a UUIDv7", id)
 	}
 	want := "http://status.example:8443/v1/requests/" + id
-	if r.h.Get("Location") != want || r.h.Get("Operation-Location") != want {
-		t.Fatalf("Location %q Operation-Location %q, want %q", r.h.Get("Location"), r.h.Get("Operation-Location"), want)
+	if r.h.Get("Location") != want || r.h.Get("Operation-Location") != want+"/operation" {
+		t.Fatalf("Location %q Operation-Location %q, want %q and its status monitor", r.h.Get("Location"), r.h.Get("Operation-Location"), want)
 	}
 	if r.h.Get("Retry-After") != "30" { // 180 s clamped into the default schedule 1..30 s
 		t.Fatalf("Retry-After %q", r.h.Get("Retry-After"))
@@ -567,6 +567,14 @@ func TestRoutesAndHealth(t *testing.T) {
 	if r := e.call("GET", "/healthz", ""); r.code != 200 {
 		t.Fatal(r.code)
 	}
+	if r := e.call("GET", "/livez", ""); r.code != 200 || r.json(t)["status"] != "ok" {
+		t.Fatal("livez", r.code, string(r.body))
+	}
+	// GET / points at the API's description and the docs, without a credential.
+	if r := e.call("GET", "/", ""); r.code != 200 || r.json(t)["openapi"] != "/openapi.json" ||
+		r.json(t)["docs"] != httpapi.DocsURL || r.json(t)["service"] != "asyncstatus" {
+		t.Fatal("GET /", r.code, string(r.body))
+	}
 	if r := e.call("GET", "/readyz", ""); r.code != 200 {
 		t.Fatal(r.code, string(r.body))
 	}
@@ -584,6 +592,9 @@ func TestRoutesAndHealth(t *testing.T) {
 	}
 	if r := e.call("GET", "/healthz", ""); r.code != 200 {
 		t.Fatal(r.code)
+	}
+	if r := e.call("GET", "/livez", ""); r.code != 200 {
+		t.Fatal("livez with Redis down", r.code)
 	}
 }
 
@@ -715,4 +726,14 @@ func TestHealthzNamesTheBuild(t *testing.T) {
 		got["modified"] != true || got["go_version"] != "go1.26.8" {
 		t.Fatalf("/healthz: %d %v", r.code, got)
 	}
+}
+
+// TestMetricsElsewhere: with /metrics on a listener of its own
+// (metrics.addr), the API's listener no longer serves it.
+func TestMetricsElsewhere(t *testing.T) {
+	if r := newEnv(t, nil).call("GET", "/metrics", ""); r.code != 200 {
+		t.Fatalf("/metrics by default: %d", r.code)
+	}
+	e := newEnv(t, func(o *httpapi.Options) { o.MetricsElsewhere = true })
+	wantProblem(t, e.call("GET", "/metrics", ""), 404, "NOT_FOUND")
 }

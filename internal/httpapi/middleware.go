@@ -42,6 +42,8 @@ type reqState struct {
 	parked bool
 	// rate receives the rate limit a store call counted (countedRate).
 	rate domain.RateInfo
+	// base overrides the URLs' base (baseURL) of a parked answer.
+	base string
 }
 
 // withState is the first middleware: it gives the request its state and id,
@@ -201,7 +203,7 @@ func (s *Server) authenticate(need domain.Scopes, pollToken bool, limit RateLimi
 			if !ok {
 				return domain.Errorf(domain.Unauthenticated, "A valid API key is required: Authorization: Bearer <key>.")
 			}
-			p, err = s.auth.APIKey(c.UserContext(), key)
+			p, err = s.auth.APIKeyFrom(c.UserContext(), key, s.clientAddr(c))
 		case tok != "":
 			p, err = s.auth.PollTokenPrincipal(tok, c.Params("id"))
 		default:

@@ -121,6 +121,11 @@ func (s *Server) recordRoute(c *fiber.Ctx, o *routeObs, start time.Time, status 
 func (s *Server) routeOf(c *fiber.Ctx) *routeObs {
 	s.obs.once.Do(s.buildObserver)
 	r := c.Route()
+	// A request no route matched reports the last middleware it passed
+	// (app.Use, path "/"), which is not the root route GET / for another path.
+	if r.Path == "/" && c.Path() != "/" {
+		return s.obs.unmatched[methodLabel(c.Method())]
+	}
 	if o, ok := s.obs.routes[routeKey{r.Method, r.Path}]; ok {
 		return o
 	}

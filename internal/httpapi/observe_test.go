@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -109,8 +110,10 @@ func TestMetrics(t *testing.T) {
 	e.call("GET", "/v1/requests/"+uuidLike.FindString(id), "", e.as("acme-r")...)
 	e.call("GET", "/nope/"+id, "")
 	e.call("PUT", "/v1/requests/"+id, "")
+	e.call("GET", "/", "")
 	out := scrapeMetrics(t, e)
 	wantLines(t, out,
+		`asyncstatus_http_requests_total{class="2xx",method="GET",route="/"} 1`,
 		`asyncstatus_http_requests_total{class="2xx",method="POST",route="/v1/requests"} 1`,
 		`asyncstatus_http_requests_total{class="2xx",method="GET",route="/v1/requests/:id"} 3`,
 		`asyncstatus_http_requests_total{class="4xx",method="GET",route="/v1/requests/:id"} 1`,
@@ -179,7 +182,7 @@ func deadRedis(t *testing.T) *redis.Client {
 // fixedAuth accepts any bearer key as acme's reader.
 type fixedAuth struct{}
 
-func (fixedAuth) APIKey(context.Context, string) (domain.Principal, error) {
+func (fixedAuth) APIKeyFrom(context.Context, string, netip.Addr) (domain.Principal, error) {
 	return domain.Principal{Tenant: "acme", KeyID: "key_fixed", Scopes: domain.ScopeRead | domain.ScopeWrite | domain.ScopeAdmin}, nil
 }
 func (fixedAuth) PollTokenPrincipal(string, string) (domain.Principal, error) {

@@ -25,9 +25,12 @@ import (
 type parkedWait struct {
 	s       *Server
 	wa      domain.Watch
+	slot    *slot
 	r       *domain.Request
 	applied int
 	match   string // If-None-Match
+	view    view   // what the answer shows of the request (lro.go)
+	base    string // the URLs' base, for the views that name one
 	conn    net.Conn
 	header  fasthttp.ResponseHeader // the headers set before the wait (id, CORS, rate limits)
 	uri     string                  // the request's, for the answer's context (error answers name it)
@@ -42,7 +45,7 @@ type parkedWait struct {
 // park hands the wait of c to a parkedWait; the handler then returns, and
 // fasthttp writes nothing (HijackSetNoResponse). false once the server is
 // stopping: the caller answers at once.
-func (s *Server) park(c *fiber.Ctx, wa domain.Watch, r *domain.Request, applied int, match string) bool {
+func (s *Server) park(c *fiber.Ctx, wa domain.Watch, sl *slot, r *domain.Request, applied int, match string, v view) bool {
 	s.parkMu.Lock()
 	select {
 	case <-s.stopping:
@@ -54,10 +57,13 @@ func (s *Server) park(c *fiber.Ctx, wa domain.Watch, r *domain.Request, applied 
 	s.parkMu.Unlock()
 	rc := c.Context()
 	st := s.state(c)
-	pw := &parkedWait{s: s, wa: wa, r: r, applied: applied, match: utils.CopyString(match), conn: rc.Conn(),
+	pw := &parkedWait{s: s, wa: wa, slot: sl, r: r, applied: applied, match: utils.CopyString(match), conn: rc.Conn(),
 		uri: utils.CopyString(c.OriginalURL()), origin: utils.CopyString(c.Get(fiber.HeaderOrigin)),
 		head: rc.IsHead(), id: st.id, who: copyPrincipal(st.principal),
-		start: st.start}
+		start: st.start, view: v}
+	if v.namesURLs() {
+		pw.base = s.baseURL(c) // the answer's context has no Host
+	}
 	if s.observing() {
 		pw.obs = s.routeOf(c)
 	}
@@ -81,7 +87,7 @@ func (pw *parkedWait) run() {
 	r, gone, err := s.waitFor(pw.wa, hw, pw.r)
 	s.clock.release(hw)
 	pw.wa.Close()
-	s.releaseSlot()
+	s.releaseSlot(pw.slot)
 	s.opts.Metrics.LongPollHeld(-1)
 	pw.answer(r, err, gone)
 	_ = pw.conn.Close()
@@ -106,11 +112,11 @@ func (pw *parkedWait) answer(r *domain.Request, err error, gone bool) {
 	pw.header.CopyTo(&rc.Response.Header)
 	c := s.app.AcquireCtx(&rc)
 	defer s.app.ReleaseCtx(c)
-	st := &reqState{id: pw.id, principal: pw.who}
+	st := &reqState{id: pw.id, principal: pw.who, base: pw.base}
 	c.Locals(localState, st)
 	if err != nil {
 		s.answerError(c, err)
-	} else if aerr := s.answerWait(c, r, pw.applied, pw.match); aerr != nil {
+	} else if aerr := s.answerWait(c, r, pw.applied, pw.match, pw.view); aerr != nil {
 		s.answerError(c, aerr)
 	}
 	resp := &rc.Response

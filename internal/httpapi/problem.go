@@ -94,6 +94,9 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		}
 	}
 	s.cors.setHeaders(c) // also for errors fasthttp raises before any middleware
+	if googlePath(c.Path()) {
+		return s.writeGoogleError(c, de, info.status) // the Operations routes (google.go)
+	}
 	instance := c.OriginalURL()
 	if len(c.Context().QueryArgs().Peek(queryPollToken)) > 0 {
 		instance = c.Path() // the stream route's query may carry a credential

@@ -13,9 +13,13 @@ func (s *Server) routes() {
 		a.Use(s.observe) // metrics and access log (observe.go)
 	}
 
+	a.Get("/", s.root)
 	a.Get("/healthz", s.healthz)
+	a.Get("/livez", s.healthz) // the name Kubernetes' own endpoints use
 	a.Get("/readyz", s.readyz)
-	a.Get("/metrics", s.metricsHandler())
+	if !s.opts.MetricsElsewhere {
+		a.Get("/metrics", s.metricsHandler())
+	}
 	a.Get("/openapi.json", s.openapi)
 
 	v1 := a.Group("/v1")
@@ -25,6 +29,14 @@ func (s *Server) routes() {
 	// before :id, which would take "counts"
 	v1.Get("/requests/counts", s.authedCounted(domain.ScopeRead, false), s.counts)
 	v1.Get("/requests/:id", s.authedPoll(), s.poll)
+	if !s.opts.withoutLRO {
+		// The two other views of the poll (spec §15): right after it, so that
+		// each is matched one or two routes after the poll, and the poll as
+		// before (Fiber tries a method's routes in the order registered). The
+		// monitor, the smaller answer, affords the second place.
+		v1.Get("/operations/:id", s.authedPoll(), s.getOperation)    // Google Operations (google.go)
+		v1.Get("/requests/:id/operation", s.authedPoll(), s.monitor) // Azure status monitor (azure.go)
+	}
 	v1.Get("/requests/:id/events", s.authedCounted(domain.ScopeRead, true), s.events)
 	if s.opts.Waits != nil { // spec §12 (stream.go)
 		v1.Get("/requests/:id/stream", streamHeaders, s.authedStream(), s.stream)
@@ -34,6 +46,13 @@ func (s *Server) routes() {
 	v1.Post("/requests/:id/fail", s.authedCounted(domain.ScopeWrite, false), s.fail)
 	v1.Post("/requests/:id/cancel", s.authedCounted(domain.ScopeWrite, false), s.cancel)
 	v1.Delete("/requests/:id", s.authedCounted(domain.ScopeAdmin, false), s.remove)
+
+	if !s.opts.withoutLRO { // Google Operations (google.go): the custom verbs are routes of their own
+		v1.Get("/operations", s.authedCounted(domain.ScopeRead, false), s.listOperations)
+		v1.Delete("/operations/:id", s.authedCounted(domain.ScopeAdmin, false), s.deleteOperation)
+		v1.Post(`/operations/:id\:cancel`, s.authedCounted(domain.ScopeWrite, false), s.cancelOperation)
+		v1.Post(`/operations/:id\:wait`, s.authedCounted(domain.ScopeRead, true), s.waitOperation)
+	}
 
 	if s.opts.Webhooks != nil { // webhooks.enabled (spec §10; webhooks.go)
 		v1.Post("/webhooks", s.authedCounted(domain.ScopeAdmin, false), s.registerWebhook)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,7 +58,9 @@ type Webhooks interface {
 
 // Authenticator checks credentials.
 type Authenticator interface {
-	APIKey(ctx context.Context, plain string) (domain.Principal, error)
+	// APIKeyFrom authenticates a key sent from source (the client's address),
+	// which bounds how many unknown keys one source may have looked up.
+	APIKeyFrom(ctx context.Context, plain string, source netip.Addr) (domain.Principal, error)
 	PollTokenPrincipal(token, id string) (domain.Principal, error)
 	PollToken(tenant, id string) string
 }
@@ -78,6 +81,10 @@ type RateLimiter interface {
 type Options struct {
 	// PublicURL is the base of absolute URLs; "" derives it from each request.
 	PublicURL string
+	// TrustedProxies (IPs, CIDRs) may set the scheme and host of a derived
+	// base with X-Forwarded-Proto and X-Forwarded-Host; nobody else can.
+	// default: none.
+	TrustedProxies []string
 	// BodyLimitBytes: larger bodies answer 413. default: 1 MiB.
 	BodyLimitBytes int
 	// Limits on stored payloads.
@@ -90,6 +97,9 @@ type Options struct {
 	// Metrics receives request, transition and refusal counts, and its registry is
 	// served at /metrics. default: nil, nothing is counted and /metrics is empty.
 	Metrics *metrics.Metrics
+	// MetricsElsewhere: /metrics is served on a listener of its own
+	// (metrics.addr), so this server does not serve it. default: false.
+	MetricsElsewhere bool
 	// Webhooks manages webhook endpoints; nil: the /v1/webhooks routes are not
 	// served. default: nil.
 	Webhooks Webhooks
@@ -113,6 +123,11 @@ type Options struct {
 	// shows it (and stays 200: a failing sink does not stop the service, its
 	// entries wait in Redis). default: nil, /readyz says nothing of the audit.
 	AuditStatus func() (ok bool, detail string)
+
+	// withoutLRO leaves out the routes of §15 (azure.go, google.go): the
+	// baseline of the router-cost benchmark (lro_bench_test.go), set through
+	// export_test.go.
+	withoutLRO bool
 }
 
 // Server is the HTTP API.
@@ -122,9 +137,11 @@ type Server struct {
 	auth  Authenticator
 	limit RateLimiter
 	opts  Options
-	log   *slog.Logger
-	json  jsonCodec
-	obs   observer
+	// proxies are opts.TrustedProxies, parsed (source.go).
+	proxies []netip.Prefix
+	log     *slog.Logger
+	json    jsonCodec
+	obs     observer
 	// ids makes request ids; states pools the per-request state (middleware.go).
 	ids    *idSource
 	states sync.Pool
@@ -136,7 +153,8 @@ type Server struct {
 	stopping chan struct{}
 	stopOnce sync.Once
 	clock    waitClock // ends held long polls (waitclock.go)
-	beats    beats     // keep-alives and ends of streams (waitclock.go)
+	shares   waitShares
+	beats    beats // keep-alives and ends of streams (waitclock.go)
 	// parkedWaits counts the parked long polls that have not answered yet (park.go).
 	parkedWaits sync.WaitGroup
 	parkMu      sync.Mutex // orders parkedWaits.Add before StopWaits' Wait
@@ -167,6 +185,7 @@ func New(reqs Requests, auth Authenticator, limit RateLimiter, opts Options, log
 	opts.Wait.defaults()
 	s := &Server{reqs: reqs, auth: auth, limit: limit, opts: opts, log: log, ids: newIDSource(),
 		stopping: make(chan struct{}), cors: newCORSPolicy(opts.CORSOrigins)}
+	s.proxies = parseProxies(opts.TrustedProxies)
 	s.clock.heartbeat = opts.Wait.Heartbeat
 	s.beats.every = opts.Wait.Heartbeat
 	s.states.New = func() any { return &reqState{} }
@@ -189,6 +208,10 @@ func New(reqs Requests, auth Authenticator, limit RateLimiter, opts Options, log
 		// forms, into temporary files, and answered its errors itself).
 		StreamRequestBody:            true,
 		DisablePreParseMultipartForm: true,
+		// X-Forwarded-* only from the configured proxies (requestURL): any
+		// client could otherwise choose the scheme and host of Location.
+		EnableTrustedProxyCheck: true,
+		TrustedProxies:          opts.TrustedProxies,
 	})
 	quietOnNothingRead(s.app.Server())
 	// A parked long poll (park.go) owns its connection from the hijack on,

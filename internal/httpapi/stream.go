@@ -1,14 +1,16 @@
 package httpapi
 
 import (
-	"bufio"
+	"bytes"
 	"net"
 	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/sse"
 	"github.com/asyncstatus/asyncstatus/internal/wire"
 )
 
@@ -42,14 +44,15 @@ func (s *Server) authedStream() fiber.Handler {
 // one event per state from the current one on, until the terminal one. Its
 // errors before the first byte are the ordinary problem+json answers.
 func (s *Server) stream(c *fiber.Ctx) error {
-	wa, held, err := s.watch(c)
+	wa, sl, err := s.watch(c)
 	if err != nil {
 		return err
 	}
+	held := sl != nil
 	release := func() {
 		if held {
 			wa.Close()
-			s.releaseSlot()
+			s.releaseSlot(sl)
 		}
 	}
 	r, err := s.firstRead(c)
@@ -69,22 +72,74 @@ func (s *Server) stream(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	c.Set("X-Accel-Buffering", "no") // reverse proxies: do not hold events back
-	sw := &sseWriter{conn: c.Context().Conn(), timeout: s.streamWriteTimeout()}
+	if c.Context().IsHead() {
+		release()
+		return nil
+	}
+	sw := &sseWriter{timeout: s.streamWriteTimeout()}
 	if last == current {
 		sw.sent = r.Version
 	}
-	// Runs after this handler returns, when c is no longer ours: everything it
-	// needs is captured here.
-	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
-		sw.w = w
+	sw.frameFirst(r)
+	done := r.Done // the stream keeps no copy of the request it framed
+	if !s.detachStream(c, sw, func() {
 		if held {
 			s.opts.Metrics.StreamOpen(1)
 			defer s.opts.Metrics.StreamOpen(-1)
 			defer release()
 		}
-		s.runStream(sw, wa, r)
-	})
+		s.runStream(sw, wa, done)
+	}) {
+		release() // stopping: the current state, and the end
+		c.Set(fiber.HeaderConnection, "close")
+		return c.SendString(string(sw.firstBody))
+	}
 	return nil
+}
+
+// detachStream hands the connection of c to a goroutine of the stream's own
+// (Hijack), as park does for a long poll, so that neither fasthttp's worker
+// goroutine, its read buffer and request context, nor the pipe and extra
+// goroutine of its body stream writer stay with a stream for its ten
+// minutes: the stream writes its chunks on the socket itself. run writes
+// the headers set so far with the first chunk (sw.first), then the rest;
+// then the chunked body is ended and the connection closed (Connection:
+// close: the client's next call opens a new one). false once the server is
+// stopping.
+func (s *Server) detachStream(c *fiber.Ctx, sw *sseWriter, run func()) bool {
+	s.parkMu.Lock()
+	select {
+	case <-s.stopping:
+		s.parkMu.Unlock()
+		return false
+	default:
+	}
+	s.parkedWaits.Add(1) // StopWaits waits for streams too: they end at once
+	s.parkMu.Unlock()
+	rc := c.Context()
+	sw.conn = rc.Conn()
+	boundSendBuffer(sw.conn) // stream_socket.go
+	var h fasthttp.ResponseHeader
+	rc.Response.Header.CopyTo(&h)
+	h.SetStatusCode(fiber.StatusOK)
+	h.SetContentLength(-1) // chunked
+	h.SetConnectionClose()
+	h.Set(fiber.HeaderDate, string(fasthttp.AppendHTTPDate(nil, time.Now())))
+	// one write for the headers and the first chunk, in a slice of its own
+	sw.first = append(append([]byte(nil), h.Header()...), sw.first...)
+	sw.firstBody = nil
+	rc.HijackSetNoResponse(true)
+	rc.Hijack(func(net.Conn) {
+		go func() {
+			defer s.parkedWaits.Done()
+			run()
+			if !sw.broken {
+				sw.write([]byte("0\r\n\r\n"))
+			}
+			_ = sw.conn.Close()
+		}()
+	})
+	return true
 }
 
 // streamWriteTimeout bounds each write of a stream: fasthttp sets its
@@ -97,13 +152,18 @@ func (s *Server) streamWriteTimeout() time.Duration {
 	return 10 * time.Second
 }
 
-// runStream writes the events of one stream. wa is nil when no slot was
-// free: the client gets the current state and resumes later.
-func (s *Server) runStream(sw *sseWriter, wa domain.Watch, r *domain.Request) {
-	sw.raw("retry: 2000\n\n")
-	if !sw.event(r) || r.Done || wa == nil {
+// runStream writes the events of one stream: the first chunk, framed
+// already, then one event per change. wa is nil when no slot was free: the
+// client gets the current state and resumes later; done: that state was
+// terminal.
+func (s *Server) runStream(sw *sseWriter, wa domain.Watch, done bool) {
+	// The first chunk (retry and the current state) was framed on the
+	// handler's goroutine (stream): encoding it here would grow this
+	// goroutine's stack for as long as the stream is held.
+	if !sw.write(sw.first) || done || wa == nil {
 		return
 	}
+	sw.first = nil
 	// Both ends of a stream's time come from the shared beat: it ends at the
 	// first beat after wait.stream_max.
 	end := time.Now().Add(s.opts.Wait.StreamMax)
@@ -124,7 +184,7 @@ func (s *Server) runStream(sw *sseWriter, wa domain.Watch, r *domain.Request) {
 				return
 			}
 			// the write is what tells that the client left
-			if !sw.raw(": keep-alive\n\n") {
+			if !sw.write([]byte(keepAliveChunk)) {
 				return
 			}
 		case <-s.stopping:
@@ -133,42 +193,111 @@ func (s *Server) runStream(sw *sseWriter, wa domain.Watch, r *domain.Request) {
 	}
 }
 
-// sseWriter writes Server-Sent Events on a stream's connection.
+// sseWriter writes Server-Sent Events as the chunks of a chunked body, on a
+// stream's detached connection.
 type sseWriter struct {
-	w       *bufio.Writer
-	conn    net.Conn
-	timeout time.Duration
-	sent    int64 // the version of the last event written
-	buf     []byte
+	conn      net.Conn
+	timeout   time.Duration
+	sent      int64 // the version of the last event written
+	broken    bool  // a write failed: the connection was reset
+	first     []byte
+	firstBody []byte // the body of the first chunk (retry, and the current state unless sent)
 }
 
-// event writes r as an event unless its version was already sent, and
-// flushes; false when the client is gone.
+// frameFirst frames the stream's first chunk: the retry field, and r unless
+// its version was sent already.
+func (sw *sseWriter) frameFirst(r *domain.Request) {
+	body := []byte("retry: 2000\n\n")
+	if r.Version > sw.sent {
+		if b := sw.eventBytes(r); b != nil {
+			body = append(body, b...)
+			sw.sent = r.Version
+		}
+	}
+	sw.firstBody = body
+	sw.first = appendChunk(nil, body)
+}
+
+// appendChunk appends b as one chunk of a chunked body.
+func appendChunk(dst, b []byte) []byte {
+	dst = strconv.AppendInt(dst, int64(len(b)), 16)
+	dst = append(dst, "\r\n"...)
+	dst = append(dst, b...)
+	return append(dst, "\r\n"...)
+}
+
+// event writes r as an event unless its version was already sent; false
+// when the client is gone.
 func (sw *sseWriter) event(r *domain.Request) bool {
 	if r.Version <= sw.sent {
 		return true
 	}
-	b := append(sw.buf[:0], "id: "...)
+	// One buffer for the whole chunk, its size written into the room left
+	// before it: a stream blocked on a client that stopped reading holds
+	// its event until the write timeout, and a second or third copy of a
+	// large one would be held as long.
+	const room = 10 // hex digits of the size, and CRLF
+	b := append(make([]byte, room, room+1024), "id: "...)
 	b = strconv.AppendInt(b, r.Version, 10)
-	b = append(b, "\nevent: request\ndata: "...)
-	b, err := wire.AppendRequest(b, r) // one line: JSON escapes every newline
-	if err != nil {
+	b = append(b, "\nevent: request\n"...)
+	b, ok := appendEventData(b, r)
+	if !ok {
 		return false
 	}
-	b = append(b, "\n\n"...)
-	sw.buf = b
+	b = append(b, "\n\r\n"...)
+	var size [room]byte
+	n := append(strconv.AppendInt(size[:0], int64(len(b)-room-2), 16), "\r\n"...)
+	b = b[room-len(n):]
+	copy(b, n)
 	sw.sent = r.Version
-	return sw.flush(b)
+	return sw.write(b)
 }
 
-func (sw *sseWriter) raw(s string) bool { return sw.flush([]byte(s)) }
-
-func (sw *sseWriter) flush(b []byte) bool {
-	if sw.conn != nil {
-		_ = sw.conn.SetWriteDeadline(time.Now().Add(sw.timeout))
+// eventBytes frames r as one event; nil when r cannot be encoded.
+func (sw *sseWriter) eventBytes(r *domain.Request) []byte {
+	b := append([]byte("id: "), strconv.FormatInt(r.Version, 10)...)
+	b = append(b, "\nevent: request\n"...)
+	b, ok := appendEventData(b, r)
+	if !ok {
+		return nil
 	}
-	if _, err := sw.w.Write(b); err != nil {
+	return append(b, '\n')
+}
+
+// appendEventData appends r's JSON as the event's data field. Compact JSON
+// has no raw line end, but the data field does not rely on what the encoder
+// of a stored member wrote: a CR would start a field (internal/sse).
+func appendEventData(b []byte, r *domain.Request) ([]byte, bool) {
+	start := len(b)
+	b = append(b, "data: "...)
+	b, err := wire.AppendRequest(b, r)
+	if err != nil {
+		return nil, false
+	}
+	b = append(b, '\n')
+	if js := b[start+len("data: ") : len(b)-1]; bytes.ContainsAny(js, "\r\n") {
+		return append(b[:start], sse.AppendData(nil, js)...), true
+	}
+	return b, true
+}
+
+// keepAliveChunk is a stream's keep-alive comment, as a chunk.
+const keepAliveChunk = "e\r\n: keep-alive\n\n\r\n"
+
+// write writes b on the connection within the write timeout; a failed
+// write (a client that stopped reading, or left) resets the connection, so
+// that what is still queued does not stay in the kernel (stream_socket.go).
+// One plain Write: a held stream's goroutine keeps the stack its deepest
+// call grew, and writev's is larger.
+func (sw *sseWriter) write(b []byte) bool {
+	if sw.broken {
 		return false
 	}
-	return sw.w.Flush() == nil
+	_ = sw.conn.SetWriteDeadline(time.Now().Add(sw.timeout))
+	if _, err := sw.conn.Write(b); err != nil {
+		sw.broken = true
+		resetOnClose(sw.conn)
+		return false
+	}
+	return true
 }

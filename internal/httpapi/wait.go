@@ -29,6 +29,11 @@ type WaitOptions struct {
 	// poll is an ordinary poll. 0: no wait is held (Options.Waits nil does the
 	// same). default: 0.
 	MaxWaiters int
+	// MaxWaitersPerTenant and MaxWaitersPerCredential bound the waits one
+	// tenant, and one API key or poll token, may hold at once (shares.go);
+	// past them a wait is answered as past MaxWaiters. 0: no share.
+	// default: 0.
+	MaxWaitersPerTenant, MaxWaitersPerCredential int
 	// Heartbeat: a stream's keep-alive interval, and how often a held long poll
 	// checks that its client is still there. default: 15s.
 	Heartbeat time.Duration
@@ -66,23 +71,6 @@ func (s *Server) StopWaits() {
 	})
 	s.parkedWaits.Wait()
 }
-
-// holdSlot takes one of the MaxWaiters slots; false when all are taken or
-// the server is stopping.
-func (s *Server) holdSlot() bool {
-	select {
-	case <-s.stopping:
-		return false
-	default:
-	}
-	if s.held.Add(1) > int64(s.opts.Wait.MaxWaiters) {
-		s.held.Add(-1)
-		return false
-	}
-	return true
-}
-
-func (s *Server) releaseSlot() { s.held.Add(-1) }
 
 // preferWait reads the wait preference of the Prefer headers (RFC 7240):
 // "wait=N" among comma-separated preferences, each maybe with ";" parameters,
@@ -145,51 +133,53 @@ func (s *Server) firstRead(c *fiber.Ctx) (*domain.Request, error) {
 }
 
 // watch starts following the caller's request for a wait: a slot, then the
-// hub's watch. ok false: answer as an ordinary poll (cap reached, stopping, or
-// Redis away); err: answer the error (the id cannot exist).
-func (s *Server) watch(c *fiber.Ctx) (wa domain.Watch, ok bool, err error) {
-	if !s.holdSlot() {
+// hub's watch, and the slot to release when done. sl nil: answer as an
+// ordinary poll (cap or share reached, stopping, or Redis away); err: answer
+// the error (the id cannot exist).
+func (s *Server) watch(c *fiber.Ctx) (wa domain.Watch, sl *slot, err error) {
+	p := principal(c)
+	if sl = s.holdSlot(p); sl == nil {
 		s.opts.Metrics.WaitCapped()
-		return nil, false, nil
+		return nil, nil, nil
 	}
-	wa, err = s.opts.Waits.Watch(c.UserContext(), principal(c).Tenant, c.Params("id"))
+	wa, err = s.opts.Waits.Watch(c.UserContext(), p.Tenant, c.Params("id"))
 	if err != nil {
-		s.releaseSlot()
+		s.releaseSlot(sl)
 		if domain.ErrorCode(err) == domain.NotFound {
-			return nil, false, err
+			return nil, nil, err
 		}
-		return nil, false, nil
+		return nil, nil, nil
 	}
-	return wa, true, nil
+	return wa, sl, nil
 }
 
 // longPoll answers GET /v1/requests/{id} with Prefer: wait=n (spec §12). A
 // wait that has to wait is parked (park.go); the rest answer at once.
-func (s *Server) longPoll(c *fiber.Ctx, n int) error {
-	wa, ok, err := s.watch(c)
+func (s *Server) longPoll(c *fiber.Ctx, n int, v view) error {
+	wa, sl, err := s.watch(c)
 	if err != nil {
 		return err
 	}
-	if !ok {
-		return s.pacedPoll(c)
+	if sl == nil {
+		return s.pacedPoll(c, v)
 	}
 	r, err := s.firstRead(c)
 	applied := s.appliedWait(n)
 	match := c.Get(fiber.HeaderIfNoneMatch)
-	if err == nil && !r.Done && (match == "" || etagMatches(match, r.Version)) && s.park(c, wa, r, applied, match) {
+	if err == nil && !r.Done && (match == "" || etagMatches(match, r.Version)) && s.park(c, wa, sl, r, applied, match, v) {
 		return nil
 	}
 	wa.Close()
-	s.releaseSlot()
+	s.releaseSlot(sl)
 	if err != nil {
 		return err
 	}
-	return s.answerWait(c, r, applied, match)
+	return s.answerWait(c, r, applied, match, v)
 }
 
-// answerWait answers a long poll with r: 200 with the representation, or 304
-// while If-None-Match (match) still matches.
-func (s *Server) answerWait(c *fiber.Ctx, r *domain.Request, applied int, match string) error {
+// answerWait answers a long poll with r: 200 with its view v, or 304 while
+// If-None-Match (match) still matches.
+func (s *Server) answerWait(c *fiber.Ctx, r *domain.Request, applied int, match string, v view) error {
 	var b [32]byte
 	c.Response().Header.Set("Preference-Applied", string(strconv.AppendInt(append(b[:0], "wait="...), int64(applied), 10)))
 	if !r.Done {
@@ -200,7 +190,7 @@ func (s *Server) answerWait(c *fiber.Ctx, r *domain.Request, applied int, match 
 		c.Set(fiber.HeaderCacheControl, "no-store")
 		return c.SendStatus(fiber.StatusNotModified)
 	}
-	return s.writeRequest(c, fiber.StatusOK, r)
+	return s.writeView(c, v, r)
 }
 
 // waitFor holds a wait until r's version changes, its time (hw) is up, or

@@ -165,7 +165,7 @@ func decodeAuditEntry(tenant string, x redis.XMessage) (domain.AuditEvent, bool)
 // AckAudit acknowledges the entries the sink has written and trims each
 // stream up to its oldest entry still pending or unread, so the stream keeps
 // only what waits. Trimming (XTRIM MINID) costs Redis a twentieth of deleting
-// the entries one by one (XDEL: about 1 µs an entry, docs/performance.md item
+// the entries one by one (XDEL: about 1 µs an entry, docs/performance-log.md item
 // 18). It is safe without a script: every entry below the smaller of the
 // oldest pending id and the newest acknowledged id + 1 was delivered (this
 // consumer read up to there) and is no longer pending, so written; entries

@@ -66,7 +66,7 @@ type Options struct {
 	// AutoPipeline sends script calls through go-redis's autopipeliner
 	// (AsyncAutoPipeline): calls made at the same time by concurrent requests
 	// share one write and one read on one connection, which saves syscalls here
-	// and in Redis (docs/performance.md, item 12). Each call is still one command
+	// and in Redis (docs/performance-log.md, item 12). Each call is still one command
 	// with its own reply, and the caller waits no longer than OpTimeout. serve
 	// turns it on (redis.autopipeline) except on the embedded store, whose
 	// in-memory pipes do not buffer: a deep pipeline would deadlock on them.
@@ -196,7 +196,7 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 		// unordered: while Redis runs one batch the next ones are written and
 		// answered, so this process and Redis work at the same time, where one
 		// ordered stream of deep batches leaves them idle in turn
-		// (docs/performance.md, item 12). No caller needs an order across calls:
+		// (docs/performance-log.md, item 12). No caller needs an order across calls:
 		// each waits for its own reply before its next call.
 		apo := redis.DefaultAutoPipelineOptions()
 		apo.Unordered, apo.MaxConcurrentBatches, apo.MaxBatchSize = true, 8, 8

@@ -20,8 +20,9 @@ type TestKey struct {
 	Scopes       domain.Scopes
 }
 
-// SaveKeys makes each key as `keys create` does (auth.NewKey, created at now),
-// saves it in ks and returns the plain keys by name.
+// SaveKeys makes each key with auth.NewKey (created at now; the legacy, unkeyed
+// check, which every authenticator accepts while auth.accept_legacy_keys, its
+// default), saves it in ks and returns the plain keys by name.
 func SaveKeys(ctx context.Context, ks KeySaver, now time.Time, keys ...TestKey) (map[string]string, error) {
 	out := make(map[string]string, len(keys))
 	for _, k := range keys {

@@ -44,8 +44,12 @@ func decodeObject(body []byte, dst any, optional bool) error {
 		}
 		return &domain.Error{Code: domain.ValidationFailed, Message: "The request body is required.", Fields: []domain.FieldError{{Field: "body", Message: "a JSON object is required"}}}
 	}
-	if fe, names := checkIJSON(body); fe != nil {
-		return &domain.Error{Code: domain.ValidationFailed, Message: "The request body is not valid I-JSON (RFC 7493).", Fields: []domain.FieldError{*fe}}
+	if fe, names, deep := checkIJSON(body); fe != nil {
+		msg := "The request body is not valid I-JSON (RFC 7493)."
+		if deep {
+			msg = "The request body nests too deep."
+		}
+		return &domain.Error{Code: domain.ValidationFailed, Message: msg, Fields: []domain.FieldError{*fe}}
 	} else if name, ok := unknownMember(names, dst); !ok {
 		// encoding/json would take "TYPE" for "type"; member names match exactly.
 		return &domain.Error{Code: domain.ValidationFailed, Message: "The request body is not valid.", Fields: []domain.FieldError{{Field: displayName(name), Message: "unknown member"}}}

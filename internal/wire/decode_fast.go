@@ -9,7 +9,7 @@ import (
 
 // The fast paths below decode the common, well-formed bodies without encoding/json's
 // reflection-driven Decoder, which would be the largest part of the server's CPU on
-// create and complete (docs/performance.md, item 7). Each one answers only when it
+// create and complete (docs/performance-log.md, item 7). Each one answers only when it
 // can prove that the slow path (decodeCreateSlow and friends) would accept the body
 // and return the very same value; for anything else (an error, an escape, an unknown
 // or duplicate member, a value it does not understand) it declines and the slow path
@@ -103,9 +103,10 @@ func isJSONSpace(c byte) bool {
 // path, which keeps a map.
 const maxFastMembers = 16
 
-// maxFastDepth bounds the nesting the fast path follows (it recurses); deeper
-// values go to the slow path, which also owns the scanner's limit of 10000.
-const maxFastDepth = 256
+// maxFastDepth bounds the nesting the fast path follows (it recurses): a
+// member's value may nest MaxJSONDepth deep, and anything deeper goes to the
+// slow path, which refuses it.
+const maxFastDepth = MaxJSONDepth + 1
 
 // value checks the JSON value starting at b[i] with the grammar of
 // encoding/json's scanner (json.Valid's), declining as well what is not I-JSON
@@ -285,7 +286,7 @@ func stringEnd(b []byte, i int) (int, bool) {
 }
 
 // strictStringEnd is stringEnd for the fast path, which must also decline
-// what is not I-JSON (ijson.go): invalid UTF-8, and any surrogate escape
+// what is not I-JSON (ijson.go): invalid UTF-8, a noncharacter, and any surrogate escape
 // (paired ones are rare; the slow path tells them from unpaired ones). esc
 // reports an escape anywhere in the literal.
 func strictStringEnd(b []byte, i int) (end int, esc, ok bool) {
@@ -311,7 +312,7 @@ func strictStringEnd(b []byte, i int) (end int, esc, ok bool) {
 				if len(b)-i <= 4 || !isHex(b[i+1]) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) {
 					return 0, false, false
 				}
-				if r := hex4(b[i+1 : i+5]); r >= 0xD800 && r <= 0xDFFF {
+				if r := hex4(b[i+1 : i+5]); r >= 0xD800 && r <= 0xDFFF || isNoncharacter(r) {
 					return 0, false, false
 				}
 				i += 5
@@ -320,7 +321,7 @@ func strictStringEnd(b []byte, i int) (end int, esc, ok bool) {
 			}
 		case c >= utf8.RuneSelf:
 			r, size := utf8.DecodeRune(b[i:])
-			if r == utf8.RuneError && size == 1 {
+			if r == utf8.RuneError && size == 1 || isNoncharacter(r) {
 				return 0, false, false
 			}
 			i += size

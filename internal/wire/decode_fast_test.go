@@ -244,7 +244,7 @@ func BenchmarkDecodeProgress(b *testing.B) {
 
 // isIJSON: checkIJSON finds nothing to refuse in valid JSON b.
 func isIJSON(b []byte) bool {
-	fe, _ := checkIJSON(b)
+	fe, _, _ := checkIJSON(b)
 	return fe == nil
 }
 

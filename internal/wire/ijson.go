@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -28,20 +29,25 @@ type ijsonChecker struct {
 	path []string // member names (and [i]) from the top to where it is
 	err  *domain.FieldError
 	top  []string // top-level member names
+	deep bool     // err is the nesting limit, not an I-JSON violation
 }
 
-// maxIJSONDepth matches encoding/json's nesting limit: deeper input is a
-// syntax error there, so the checker need not go further (and its recursion
-// stays bounded).
-const maxIJSONDepth = 10000
+// MaxJSONDepth bounds how deeply a member of a body (context, result, a
+// link, ...) nests arrays and objects; it also bounds the checker's
+// recursion. The service stores such members and
+// echoes them on every poll, list page and webhook; common parsers fail far
+// below encoding/json's 10,000 (Python's json at about 1,000, some at 512),
+// and no status document needs more than a handful of levels.
+const MaxJSONDepth = 64
 
 // checkIJSON returns the violation found in body (nil: none, or malformed
-// JSON) and the top-level member names when body is an object.
-func checkIJSON(body []byte) (*domain.FieldError, []string) {
+// JSON), the top-level member names when body is an object, and whether the
+// violation is nesting deeper than MaxJSONDepth.
+func checkIJSON(body []byte) (*domain.FieldError, []string, bool) {
 	c := ijsonChecker{b: body}
 	i := skipSpace(body, 0)
 	c.value(i, 0)
-	return c.err, c.top
+	return c.err, c.top, c.deep
 }
 
 // field names where the checker stands: the dotted member path, "body" at the top.
@@ -67,7 +73,7 @@ func (c *ijsonChecker) fail(msg string) {
 // it stops (a violation, recorded in c.err, or a syntax error).
 func (c *ijsonChecker) value(i, depth int) int {
 	b := c.b
-	if i >= len(b) || depth > maxIJSONDepth {
+	if i >= len(b) {
 		return -1
 	}
 	switch b[i] {
@@ -77,9 +83,16 @@ func (c *ijsonChecker) value(i, depth int) int {
 			return -1
 		}
 		return end
-	case '{':
-		return c.object(i, depth)
-	case '[':
+	case '{', '[':
+		if depth > MaxJSONDepth {
+			// named by the top-level member: the full path is 64 levels long
+			c.err = &domain.FieldError{Field: c.path[0], Message: fmt.Sprintf("must not nest arrays and objects more than %d deep", MaxJSONDepth)}
+			c.deep = true
+			return -1
+		}
+		if b[i] == '{' {
+			return c.object(i, depth)
+		}
 		i = skipSpace(b, i+1)
 		if i < len(b) && b[i] == ']' {
 			return i + 1
@@ -212,6 +225,10 @@ func (c *ijsonChecker) str(i int) (end int, val string, ok bool) {
 		return 0, "", false
 	}
 	if bytes.IndexByte(raw, '\\') < 0 {
+		if hasNoncharacter(raw) {
+			c.fail(nonchararacterMsg)
+			return 0, "", false
+		}
 		return end, string(raw), true
 	}
 	if !surrogatesPaired(raw) {
@@ -221,7 +238,37 @@ func (c *ijsonChecker) str(i int) (end int, val string, ok bool) {
 	if err := json.Unmarshal(b[i:end], &val); err != nil {
 		return 0, "", false
 	}
+	if hasNoncharacter([]byte(val)) {
+		c.fail(nonchararacterMsg)
+		return 0, "", false
+	}
 	return end, val, true
+}
+
+const nonchararacterMsg = "must not contain a Unicode noncharacter (U+FDD0..U+FDEF, or U+FFFE or U+FFFF of any plane)"
+
+// isNoncharacter reports whether r is one of Unicode's 66 noncharacters,
+// which I-JSON (RFC 7493 §2.1) forbids in strings.
+func isNoncharacter(r rune) bool {
+	return r >= 0xFDD0 && r <= 0xFDEF || r&0xFFFE == 0xFFFE && r <= utf8.MaxRune
+}
+
+// hasNoncharacter reports whether valid UTF-8 s holds a noncharacter. Each
+// one is encoded in three or four bytes led by 0xEF or 0xF0..0xF4, so other
+// bytes are skipped without decoding.
+func hasNoncharacter(s []byte) bool {
+	for i := 0; i < len(s); {
+		if s[i] < 0xEF {
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(s[i:])
+		if isNoncharacter(r) {
+			return true
+		}
+		i += size
+	}
+	return false
 }
 
 // surrogatesPaired reports whether every \uD800-\uDFFF escape in the inside of

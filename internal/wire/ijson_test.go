@@ -71,3 +71,77 @@ func TestIJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestNoncharacters: I-JSON (RFC 7493 §2.1) forbids Unicode noncharacters, raw
+// or escaped, in values and member names; every decoder answers 400 naming
+// the field, by the fast path and the slow one alike.
+func TestNoncharacters(t *testing.T) {
+	for _, nc := range []string{"\uffff", "\ufffe", "\ufdd0", "\ufdef", "\U0001fffe", "\U0010ffff",
+		`\uffff`, `\ufdd0`, `\uFDEF`, `\ud83f\udfff`, `\udbff\udffe`} {
+		for _, c := range []struct {
+			decoder, body, field string
+		}{
+			{"create", `{"type":"x","context":{"s":"a` + nc + `"}}`, "context.s"},
+			{"create", `{"type":"x","context":{"k` + nc + `":1}}`, "context"},
+			{"complete", `{"result_type":"answer","result":{"k":["` + nc + `"]}}`, "result.k[0]"},
+			{"progress", `{"message":"` + nc + `"}`, "message"},
+			{"fail", `{"code":"E","reason":"` + nc + `"}`, "reason"},
+			{"cancel", `{"reason":"` + nc + `"}`, "reason"},
+			{"webhook", `{"url":"https://h.example/","description":"` + nc + `"}`, "description"},
+		} {
+			assertRefused(t, c.decoder, c.body, c.field)
+		}
+	}
+	// the characters next to the noncharacters are fine
+	for _, ok := range []string{"\ufdcf", "\ufdf0", "\ufffd", "\U0001fffd", "\U00020000", `\ufffd`, `\ufdcf`} {
+		if _, err := DecodeProgress([]byte(`{"message":"` + ok + `"}`)); err != nil {
+			t.Errorf("%q refused: %v", ok, err)
+		}
+	}
+}
+
+// TestNestingDepth: a stored member (context, result) may nest MaxJSONDepth
+// arrays and objects, not one more; deeper answers 400 naming the member.
+func TestNestingDepth(t *testing.T) {
+	nest := func(n int, open, close string) string {
+		return strings.Repeat(open, n) + "1" + strings.Repeat(close, n)
+	}
+	for _, c := range []struct {
+		decoder, body, field string
+	}{
+		{"create", `{"type":"x","context":{"a":` + nest(MaxJSONDepth-1, "[", "]") + `}}`, ""},
+		{"create", `{"type":"x","context":{"a":` + nest(MaxJSONDepth, "[", "]") + `}}`, "context"},
+		{"complete", `{"result_type":"answer","result":` + nest(MaxJSONDepth, `{"a":`, "}") + `}`, ""},
+		{"complete", `{"result_type":"answer","result":` + nest(MaxJSONDepth+1, `{"a":`, "}") + `}`, "result"},
+		{"complete", `{"result_type":"answer","result":{"a":` + nest(8000, "[", "]") + `}}`, "result"},
+		{"webhook", `{"url":"https://h.example/","events":` + nest(MaxJSONDepth+1, "[", "]") + `}`, "events"},
+	} {
+		if c.field == "" {
+			if err := decoders()[c.decoder]([]byte(c.body)); err != nil {
+				t.Errorf("%s at the limit: %v", c.decoder, err)
+			}
+			continue
+		}
+		assertRefused(t, c.decoder, c.body, c.field)
+	}
+}
+
+func decoders() map[string]func([]byte) error {
+	return map[string]func([]byte) error{
+		"create":   func(b []byte) error { _, err := DecodeCreate(b, refLimits); return err },
+		"complete": func(b []byte) error { _, err := DecodeComplete(b, refLimits); return err },
+		"progress": func(b []byte) error { _, err := DecodeProgress(b); return err },
+		"fail":     func(b []byte) error { _, err := DecodeFail(b); return err },
+		"cancel":   func(b []byte) error { _, err := DecodeCancel(b); return err },
+		"webhook":  func(b []byte) error { _, err := DecodeWebhook(b); return err },
+	}
+}
+
+func assertRefused(t *testing.T, decoder, body, field string) {
+	t.Helper()
+	err := decoders()[decoder]([]byte(body))
+	e, ok := err.(*domain.Error)
+	if !ok || e.Code != domain.ValidationFailed || len(e.Fields) == 0 || e.Fields[0].Field != field {
+		t.Errorf("%s %.120q: %#v, want VALIDATION_FAILED naming %s", decoder, body, err, field)
+	}
+}
