@@ -154,7 +154,10 @@ func (f *fixture) labelEntries(tb testing.TB, tenant string, terms ...string) in
 func TestLabelIndexesFollowTheRecord(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		const keep = 400 * time.Millisecond
-		f := newFixture(t, b, func(o *store.Options) { o.Retention = keep })
+		f := newFixture(t, b, func(o *store.Options) {
+			o.Retention = keep
+			o.RetentionByType = map[string]time.Duration{"y": time.Hour} // reapply shortens it, below
+		})
 		terms := []string{"env=prod", "team=a"}
 		r := f.mustCreateLabelled(t, "acme", "x", "env=prod,team=a")
 		key := func(st string, term string) string { return f.key("acme", r.ID, ":ix:l:"+st+":"+term) }
