@@ -6,6 +6,7 @@ require (
 	cloud.google.com/go/longrunning v1.5.0
 	github.com/Azure/azure-sdk-for-go/sdk/azcore v1.24.0
 	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/bufbuild/protocompile v0.14.1
 	github.com/chromedp/chromedp v0.23.0
 	github.com/getkin/kin-openapi v0.153.0

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Problem codes of the service (spec §7): the Code of an *Error.
+// Problem codes of the service (docs/reference.md §7): the Code of an *Error.
 const (
 	CodeUnauthenticated      = "UNAUTHENTICATED"
 	CodeForbidden            = "FORBIDDEN"

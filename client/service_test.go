@@ -23,13 +23,14 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/auth"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/httpapi"
+	"github.com/asyncstatus/asyncstatus/internal/memconn"
 	"github.com/asyncstatus/asyncstatus/internal/store"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 	"github.com/asyncstatus/asyncstatus/internal/webhook"
 )
 
 // The service the Example functions talk to (started by TestMain, on the
-// embedded store's way: miniredis through in-memory pipes).
+// embedded store's way: miniredis through buffered in-memory pipes).
 var (
 	serviceURL string
 	apiKey     string
@@ -45,7 +46,7 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Dialer: func(context.Context, string, string) (net.Conn, error) { return mr.Dial() },
+	rdb := redis.NewClient(&redis.Options{Dialer: memconn.Dialer(mr.Dial),
 		DisableIdentity: true})
 	defer rdb.Close()
 	svc, stop, err := newService(rdb, serviceOptions{})
@@ -132,7 +133,7 @@ func newService(rdb redis.UniversalClient, o serviceOptions) (*service, func(), 
 	}
 	hooks.Registered = d.Watch
 	st.OnOutbox(d.Nudge)
-	// Waiting without polling (spec §12), as serve wires it.
+	// Waiting without polling (docs/reference.md §12), as serve wires it.
 	hub := st.NewHub(store.HubOptions{Log: log})
 	srv := httpapi.New(st, a, nil, httpapi.Options{BodyLimitBytes: o.bodyLimit, Schedule: o.schedule,
 		Limits:   domain.Limits{ContextBytes: 4096, ResultBytes: 16384},

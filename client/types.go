@@ -28,7 +28,7 @@ func (s Status) Terminal() bool {
 	return false
 }
 
-// Request is the representation of one request (spec §3). Optional members
+// Request is the representation of one request (docs/reference.md §3). Optional members
 // the service omits are nil or empty here.
 type Request struct {
 	ID     string `json:"id"`

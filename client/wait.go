@@ -215,7 +215,7 @@ type PollResult struct {
 }
 
 // Poll is one poll of a request (GET /v1/requests/{id}, read scope or its poll
-// token), conditional with IfNoneMatch and long with Wait (spec §12). Unlike
+// token), conditional with IfNoneMatch and long with Wait (docs/reference.md §12). Unlike
 // Get it is not retried: a caller that loops over Poll paces itself, as Wait
 // does, by the answer's RetryAfter and the errors' (429, 503).
 func (c *Client) Poll(ctx context.Context, id string, o PollOptions) (*PollResult, error) {

@@ -301,7 +301,7 @@ func TestStreamResumes(t *testing.T) {
 }
 
 // fakeLongPoll is a service stand-in that applies Prefer: wait exactly as
-// spec §12 says, for one request whose version the test advances: it checks
+// docs/reference.md §12 says, for one request whose version the test advances: it checks
 // the client's side of the protocol whatever the real service offers.
 type fakeLongPoll struct {
 	mu      sync.Mutex

@@ -414,7 +414,7 @@ func TestImage(t *testing.T) {
 		}
 	})
 
-	// SIGTERM: serve finishes and exits 0 (spec §11).
+	// SIGTERM: serve finishes and exits 0 (docs/reference.md §11).
 	if err := serve.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

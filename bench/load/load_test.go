@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -94,6 +95,13 @@ func TestQuickRun(t *testing.T) {
 }
 
 func TestParseReference(t *testing.T) {
+	canonical, err := os.ReadFile("../../testdata/reference-request.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(canonical, referenceJSON) {
+		t.Error("bench/load/reference-request.json differs from testdata/reference-request.json: copy the latter over the former")
+	}
 	ref, err := ParseReference(referenceJSON)
 	if err != nil {
 		t.Fatal(err)

@@ -20,8 +20,10 @@ import (
 	"time"
 )
 
-// referenceJSON is a copy of the shared reference request (shared/bench/reference-request.json):
-// one create, one processing and one complete body, used by every figure.
+// referenceJSON is the reference request (testdata/reference-request.json at the
+// module's root, copied here because go:embed cannot reach a parent folder; a
+// test holds the two equal): one create, one processing and one complete body,
+// used by every figure.
 //
 //go:embed reference-request.json
 var referenceJSON []byte

@@ -158,7 +158,7 @@ func cmdKeys(ctx context.Context, args []string, getenv func(string) string, std
 	return nil
 }
 
-// createOperatorKey is `keys create --operator` (spec §8, §14).
+// createOperatorKey is `keys create --operator` (docs/reference.md §8, §14).
 func createOperatorKey(ctx context.Context, tenant, scopes, name, cfgPath string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if tenant != "" || scopes != "" {
 		return usageError{"keys create: --operator takes no --tenant or --scopes (it sees every tenant, on the console only)"}

@@ -17,7 +17,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/store"
 )
 
-// startConsole serves the operator console (spec §14) on console.addr until ctx
+// startConsole serves the operator console (docs/reference.md §14) on console.addr until ctx
 // ends; the returned stop waits for it. With the embedded store it prints the
 // console's URL and a one-time sign-in link for the demo key (demoKeyID) on
 // stdout, beside the demo key itself. console.addr "" or "off" starts nothing.

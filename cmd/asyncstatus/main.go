@@ -1,5 +1,5 @@
 // Command asyncstatus serves the status of long-running requests from Redis and
-// administers keys and tenants (spec §8). main only calls run, which takes its
+// administers keys and tenants (docs/reference.md §8). main only calls run, which takes its
 // whole environment as arguments so that main_test.go can drive the program.
 package main
 

@@ -14,7 +14,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/client"
 )
 
-// The `asyncstatus requests` commands (spec §8) speak only HTTP to a running
+// The `asyncstatus requests` commands (docs/reference.md §8) speak only HTTP to a running
 // service, through the public client package.
 
 const requestsUsage = `usage:

@@ -99,7 +99,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	opts := httpOptions(cfg)
 	opts.Metrics, opts.AccessLog, opts.Build = m, newAccessLog(cfg, logw), build
 	opts.MetricsElsewhere = cfg.Metrics.Addr != ""
-	// Webhooks (spec §10): the dispatcher runs in every replica, stops with the
+	// Webhooks (docs/reference.md §10): the dispatcher runs in every replica, stops with the
 	// serve context, and is waited for before the store closes.
 	hooks, stopHooks, err := startWebhooks(ctx, cfg, b.store, sealer, log, m)
 	if err != nil {
@@ -107,7 +107,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer stopHooks()
 	opts.Webhooks = hooks
-	// Waiting without polling (spec §12): one notification hub per replica,
+	// Waiting without polling (docs/reference.md §12): one notification hub per replica,
 	// closed after the listener has stopped.
 	var hub *store.Hub // shared with the console's live views
 	if cfg.Wait.MaxWaiters > 0 {
@@ -146,7 +146,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer stopMetrics()
 
-	// The operator console (spec §14) on its own listener; stopped after the API.
+	// The operator console (docs/reference.md §14) on its own listener; stopped after the API.
 	// What it has to say for the banner waits until every listener is bound.
 	var consoleBanner bytes.Buffer
 	stopConsole, err := startConsole(ctx, cfg, b.store, hub, authn, m, log, demoKeyID, &consoleBanner)

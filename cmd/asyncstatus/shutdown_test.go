@@ -108,7 +108,7 @@ func waitAccepting(t *testing.T, base, key string, log *syncBuffer) {
 // TestSIGTERMFinishesInFlight runs the built binary, puts requests in flight —
 // some waiting on a frozen Redis, one still uploading its body — sends SIGTERM,
 // and checks that the listener closes at once, that every request in flight gets
-// its complete answer, and that the process exits with status 0 (spec §11).
+// its complete answer, and that the process exits with status 0 (docs/reference.md §11).
 func TestSIGTERMFinishesInFlight(t *testing.T) {
 	bin := buildBinary(t)
 	redisProc := testenv.StartRedisProcess(t)

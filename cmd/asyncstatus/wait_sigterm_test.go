@@ -16,7 +16,7 @@ import (
 // TestSIGTERMAnswersEveryWait runs the built binary with long polls and a
 // stream held, sends SIGTERM, and checks that every long poll answers at once
 // (well before its wait=60 and http.shutdown_timeout 30s) with the current
-// state, that the stream ends, and that serve exits 0 (spec §12).
+// state, that the stream ends, and that serve exits 0 (docs/reference.md §12).
 func TestSIGTERMAnswersEveryWait(t *testing.T) {
 	bin := buildBinary(t)
 	redisProc := testenv.StartRedisProcess(t)

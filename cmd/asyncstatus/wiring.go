@@ -88,7 +88,7 @@ func (b *backend) Close() {
 // a cluster, a Sentinel-managed master, or the embedded store when none is set.
 //
 // Every call also carries a context deadline (redis.op_timeout, set by the store);
-// the socket timeouts below are the backstop. Failure handling (spec §11):
+// the socket timeouts below are the backstop. Failure handling (docs/reference.md §11):
 //   - a few quick retries (MaxRetries, short backoffs) so that a pooled connection
 //     that died with a Redis restart costs no 503; retries stay within the deadline;
 //   - a cluster client re-reads the slot map every clusterReload (and at once when
@@ -197,9 +197,6 @@ func openObservedBackend(cfg config.Config, obs store.ScriptObserver) (*backend,
 	so.ScriptObserver = obs
 	if emb != nil {
 		so.WaitReplicas = 0 // the embedded store has no replicas: WAIT would refuse every write
-		// its in-memory pipes do not buffer, so a deep pipeline would deadlock on
-		// them; and miniredis runs one command at a time anyway
-		so.AutoPipeline = false
 	}
 	st, err := store.New(rdb, so)
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/config"
 )
 
-// TestRetentionBucketIsTheSweepInterval pins spec §6's "index entries are cleaned
+// TestRetentionBucketIsTheSweepInterval pins docs/reference.md §6's "index entries are cleaned
 // within two sweep intervals": a terminal record waits in a retention bucket
 // until the bucket ends, then at most one sweep interval more, so the bucket
 // width must follow lifecycle.sweep_interval, whatever it is set to.

@@ -17,21 +17,21 @@ import (
 // Store is what the drainer needs of the request store (internal/store).
 type Store interface {
 	// AuditTenants lists the tenants whose streams may hold entries.
-	AuditTenants(ctx context.Context) ([]string, error)
+	AuditTenants(ctx context.Context) ([]domain.ShardName, error)
 	// ReadAudit hands consumer up to count new entries of each tenant; they stay
 	// pending on consumer until AckAudit.
-	ReadAudit(ctx context.Context, consumer string, tenants []string, count int) ([]domain.AuditEvent, error)
+	ReadAudit(ctx context.Context, consumer string, tenants []domain.ShardName, count int) ([]domain.AuditEvent, error)
 	// ClaimStaleAudit takes over entries another consumer read more than
 	// minIdle ago and never acknowledged.
-	ClaimStaleAudit(ctx context.Context, consumer string, tenants []string, minIdle time.Duration, count int) ([]domain.AuditEvent, error)
+	ClaimStaleAudit(ctx context.Context, consumer string, tenants []domain.ShardName, minIdle time.Duration, count int) ([]domain.AuditEvent, error)
 	// AckAudit removes written entries.
 	AckAudit(ctx context.Context, evs []domain.AuditEvent) error
 	// AuditBacklog counts the waiting and the dropped entries of each tenant.
-	AuditBacklog(ctx context.Context, tenants []string) ([]domain.AuditBacklog, error)
+	AuditBacklog(ctx context.Context, tenants []domain.ShardName) ([]domain.AuditBacklog, error)
 	// ForgetAuditDropped subtracts reported drops.
-	ForgetAuditDropped(ctx context.Context, tenant string, n int64) error
+	ForgetAuditDropped(ctx context.Context, tenant domain.ShardName, n int64) error
 	// ReapAuditConsumers removes consumers idle longer than idle with nothing pending.
-	ReapAuditConsumers(ctx context.Context, tenant, self string, idle time.Duration) (int, error)
+	ReapAuditConsumers(ctx context.Context, tenant domain.ShardName, self string, idle time.Duration) (int, error)
 }
 
 // Options tune a Drainer.
@@ -94,7 +94,7 @@ type Drainer struct {
 	o     Options
 	wake  chan struct{}
 	mu    sync.Mutex
-	dirty map[string]bool // tenants written by this process since the last read
+	dirty map[domain.ShardName]bool // tenants written by this process since the last read
 	stats Stats
 	// lastLog is when the failure was last logged (once a minute while it lasts).
 	lastLog time.Time
@@ -129,13 +129,13 @@ func NewDrainer(st Store, o Options) (*Drainer, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	return &Drainer{st: st, o: o, wake: make(chan struct{}, 1), dirty: map[string]bool{},
+	return &Drainer{st: st, o: o, wake: make(chan struct{}, 1), dirty: map[domain.ShardName]bool{},
 		stats: Stats{SinkUp: true, Bound: o.Bound}}, nil
 }
 
 // Nudge tells the drainer that tenant's stream grew (the store's OnAudit hook),
 // so that it reads it at once instead of at its next poll. It never blocks.
-func (d *Drainer) Nudge(tenant string) {
+func (d *Drainer) Nudge(tenant domain.ShardName) {
 	d.mu.Lock()
 	d.dirty[tenant] = true
 	d.mu.Unlock()
@@ -166,7 +166,7 @@ func (d *Drainer) Status() (ok bool, detail string) {
 // Run drains until ctx ends, then makes one last pass (last); the caller
 // closes the sink.
 func (d *Drainer) Run(ctx context.Context) {
-	var tenants []string
+	var tenants []domain.ShardName
 	var tenantsAt, polled, claimed, scanned, reaped, retryAt time.Time
 	var held []domain.AuditEvent // a batch the sink refused, offered again before anything else
 	// A refused batch is offered again after PollInterval, then after twice
@@ -272,13 +272,13 @@ func (d *Drainer) sleep(ctx context.Context, wait time.Duration, nudgeable bool)
 	}
 }
 
-func (d *Drainer) takeDirty() []string {
+func (d *Drainer) takeDirty() []domain.ShardName {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(d.dirty) == 0 {
 		return nil
 	}
-	out := make([]string, 0, len(d.dirty))
+	out := make([]domain.ShardName, 0, len(d.dirty))
 	for t := range d.dirty {
 		out = append(out, t)
 	}
@@ -287,8 +287,8 @@ func (d *Drainer) takeDirty() []string {
 }
 
 // merge adds to a the elements of b it lacks.
-func merge(a, b []string) []string {
-	seen := make(map[string]bool, len(a))
+func merge(a, b []domain.ShardName) []domain.ShardName {
+	seen := make(map[domain.ShardName]bool, len(a))
 	for _, t := range a {
 		seen[t] = true
 	}
@@ -369,7 +369,7 @@ func (d *Drainer) storeError(err error) {
 
 // scan counts the backlog and, when report is set (the sink works), writes a
 // line for each tenant's events dropped at the bound, then forgets them.
-func (d *Drainer) scan(ctx context.Context, tenants []string, report bool) {
+func (d *Drainer) scan(ctx context.Context, tenants []domain.ShardName, report bool) {
 	if len(tenants) == 0 {
 		return
 	}
@@ -399,7 +399,7 @@ func (d *Drainer) scan(ctx context.Context, tenants []string, report bool) {
 		}
 		d.o.Log.Error("audit events dropped: the tenant's audit backlog was at its bound (audit.max_backlog) while the sink failed",
 			"tenant", b.Tenant, "dropped", b.Dropped, "bound_per_tenant", d.o.Bound)
-		if !d.write(ctx, [][]byte{droppedLine(b.Tenant, b.Dropped, time.Now())}) {
+		if !d.write(ctx, [][]byte{droppedLine(string(b.Tenant), b.Dropped, time.Now())}) {
 			return
 		}
 		if err := d.st.ForgetAuditDropped(ctx, b.Tenant, b.Dropped); err != nil {
@@ -413,7 +413,7 @@ func (d *Drainer) scan(ctx context.Context, tenants []string, report bool) {
 }
 
 // reap removes the consumers of drainers gone for an hour.
-func (d *Drainer) reap(ctx context.Context, tenants []string) {
+func (d *Drainer) reap(ctx context.Context, tenants []domain.ShardName) {
 	for _, t := range tenants {
 		if _, err := d.st.ReapAuditConsumers(ctx, t, d.o.Consumer, time.Hour); err != nil {
 			d.storeError(err)

@@ -54,7 +54,7 @@ func (a *Authenticator) NewKey(tenant string, scopes domain.Scopes, name string,
 	return newKey(a.appendKeyedCheck, tenant, scopes, name, now)
 }
 
-// NewOperatorKey makes an operator key (spec §14): a console-only key of no
+// NewOperatorKey makes an operator key (docs/reference.md §14): a console-only key of no
 // tenant, which the public API refuses and the console lets see every tenant.
 // It has the same form as any key, so nothing in a key tells it apart.
 func (a *Authenticator) NewOperatorKey(name string, now time.Time) (plain string, k domain.APIKey, err error) {
@@ -171,7 +171,7 @@ func errUnauthenticated() error {
 }
 
 // APIKey authenticates a plain API key. Operator keys are refused: they are
-// valid on the console only (spec §14).
+// valid on the console only (docs/reference.md §14).
 func (a *Authenticator) APIKey(ctx context.Context, plain string) (domain.Principal, error) {
 	return a.APIKeyFrom(ctx, plain, netip.Addr{})
 }
@@ -191,7 +191,7 @@ func (a *Authenticator) APIKeyFrom(ctx context.Context, plain string, source net
 }
 
 // ConsoleKey authenticates a key for the console: an operator key, or a
-// tenant key with the admin scope (spec §14).
+// tenant key with the admin scope (docs/reference.md §14).
 func (a *Authenticator) ConsoleKey(ctx context.Context, plain string) (domain.APIKey, error) {
 	k, err := a.check(ctx, plain, netip.Addr{})
 	if err != nil {

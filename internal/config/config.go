@@ -1,5 +1,5 @@
 // Package config defines asyncstatus's configuration: one YAML file plus
-// ASYNCSTATUS_* environment overrides (spec §9). It imports no internal package
+// ASYNCSTATUS_* environment overrides (docs/reference.md §9). It imports no internal package
 // but two leaves that import nothing themselves: internal/defaults (the values it
 // shares with the store and the HTTP server) and internal/domain (what a valid
 // request type is). Every other package receives the parts it needs from main.
@@ -11,7 +11,7 @@ import (
 )
 
 // Config is the whole effective configuration. The yaml tags are the dotted
-// paths of spec §9; the env override of a key is ASYNCSTATUS_ + its upper-snake
+// paths of docs/reference.md §9; the env override of a key is ASYNCSTATUS_ + its upper-snake
 // path (redis.url -> ASYNCSTATUS_REDIS_URL).
 type Config struct {
 	Redis       Redis       `yaml:"redis"`
@@ -111,7 +111,7 @@ type HTTP struct {
 	IdleTimeout  time.Duration `yaml:"idle_timeout"`
 	// ShutdownTimeout: how long in-flight requests may finish on SIGTERM. default: 10s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
-	// CORS lets pages on other origins call the API (spec §13).
+	// CORS lets pages on other origins call the API (docs/reference.md §13).
 	CORS CORS `yaml:"cors"`
 }
 
@@ -123,7 +123,7 @@ type CORS struct {
 	AllowedOrigins []string `yaml:"allowed_origins"`
 }
 
-// Wait tunes waiting without polling (spec §12): long polls (Prefer: wait=N)
+// Wait tunes waiting without polling (docs/reference.md §12): long polls (Prefer: wait=N)
 // and event streams.
 type Wait struct {
 	// Max is the longest wait a long poll may ask for (Prefer: wait=N is clamped
@@ -168,7 +168,7 @@ type Auth struct {
 	AcceptLegacyKeys bool `yaml:"accept_legacy_keys"`
 }
 
-// Polling paces clients (spec §5).
+// Polling paces clients (docs/reference.md §5).
 type Polling struct {
 	// Schedule: the n-th non-terminal poll answers Retry-After = step n; the last repeats.
 	// default: 1s,2s,5s,10s,30s. Each step a whole number of seconds in 1s..60s.
@@ -197,7 +197,7 @@ type RateLimit struct {
 	Timeout time.Duration `yaml:"timeout"`
 }
 
-// Lifecycle timers (spec §6).
+// Lifecycle timers (docs/reference.md §6).
 type Lifecycle struct {
 	// QueuedTimeout: queued longer than this -> expired (REQUEST_EXPIRED). default: 24h.
 	QueuedTimeout time.Duration `yaml:"queued_timeout"`
@@ -218,7 +218,7 @@ type LifecycleOverride struct {
 	ProcessingTimeout time.Duration `yaml:"processing_timeout"`
 }
 
-// Retention of terminal records (spec §6).
+// Retention of terminal records (docs/reference.md §6).
 type Retention struct {
 	// Terminal: records are deleted this long after completed_at. 0 keeps forever. default: 720h.
 	Terminal time.Duration `yaml:"terminal"`
@@ -240,7 +240,7 @@ type Limits struct {
 	ResultBytes int `yaml:"result_bytes"`
 }
 
-// Webhooks (spec §10).
+// Webhooks (docs/reference.md §10).
 type Webhooks struct {
 	// Enabled switches delivery and the /v1/webhooks endpoints. default: true.
 	Enabled bool `yaml:"enabled"`
@@ -304,7 +304,7 @@ type Runtime struct {
 	MaxProcs int `yaml:"max_procs"`
 }
 
-// Console is the operator console (spec §14, docs/console.md).
+// Console is the operator console (docs/reference.md §14, docs/console.md).
 type Console struct {
 	// Addr of the console's own listener. "" (or "off", which an environment
 	// variable can say) turns the console off.

@@ -59,7 +59,7 @@ func Defaults() Config {
 			ResultBytes:  defaults.ResultBytes,
 		},
 		Webhooks: Webhooks{
-			// Webhooks are part of the v1 contract (spec §10), so they work out of
+			// Webhooks are part of the v1 contract (docs/reference.md §10), so they work out of
 			// the box; the switch exists for operators who want to turn them off.
 			Enabled:       true,
 			Timeout:       defaults.WebhookTimeout,

@@ -32,7 +32,7 @@ func UnknownEnv(environ []string) []string {
 		known[EnvName(key)] = key
 	})
 	// Read by the program but no configuration key: the config file's path
-	// and the `requests` commands' connection settings (spec §8).
+	// and the `requests` commands' connection settings (docs/reference.md §8).
 	for _, n := range []string{"ASYNCSTATUS_CONFIG", "ASYNCSTATUS_URL", "ASYNCSTATUS_API_KEY", "ASYNCSTATUS_POLL_TOKEN"} {
 		known[n] = ""
 	}

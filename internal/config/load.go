@@ -118,7 +118,7 @@ func EnvName(key string) string {
 // handing the document to yaml.v3's Decoder (with KnownFields) for two
 // reasons: yaml.v3 refuses a bare 0 for a time.Duration, and its errors
 // ("line 7: cannot unmarshal !!str `fast` into time.Duration") do not name the
-// key, while spec §9 wants every bad value reported with its key. Unknown keys
+// key, while docs/reference.md §9 wants every bad value reported with its key. Unknown keys
 // are rejected just as KnownFields would, but by dotted path.
 func decodeYAML(data []byte, cfg *Config) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))

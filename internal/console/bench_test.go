@@ -18,7 +18,7 @@ const benchTenantSize = 100_000
 // BenchmarkRequestsPage measures the server time of the requests page (a page
 // of 50, the counts and the oldest ages) for a tenant of 100k requests on a
 // real redis-server, against the baseline of the one list call it makes
-// (spec §14: "a page of 50 requests renders in about the time of one list
+// (docs/reference.md §14: "a page of 50 requests renders in about the time of one list
 // call"). The two alternate three times, so that a ratio compares runs made
 // side by side on a shared machine. Run:
 //

@@ -18,7 +18,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 
-// The real-browser tests (spec §14): headless Chromium driven by chromedp,
+// The real-browser tests (docs/reference.md §14): headless Chromium driven by chromedp,
 // against the console and the public API over one store, on the embedded
 // store's miniredis and on the local Redis Cluster. A missing Chromium FAILS
 // them (.ci/run and `make tools` install it).

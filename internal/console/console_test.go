@@ -108,7 +108,7 @@ func sessionCookie(tb testing.TB, a answer) *http.Cookie {
 
 // TestHeadersOnEveryPage: every answer, pages, refusals, assets and the
 // sign-in page alike, carries the CSP, X-Frame-Options and Cache-Control of
-// spec §14; the CSP allows no other origin, no eval and no inline script.
+// docs/reference.md §14; the CSP allows no other origin, no eval and no inline script.
 func TestHeadersOnEveryPage(t *testing.T) {
 	s := newStack(t, miniredis(), stackOptions{config: []byte("redis:\n  url: \"\"\n")})
 	op, _ := s.operatorKey(t)

@@ -1,4 +1,4 @@
-// Package console is the operator console of spec §14: server-rendered pages
+// Package console is the operator console of docs/reference.md §14: server-rendered pages
 // (html/template, assets embedded with go:embed, no build step, no CDN) on a
 // listener of their own, for the people who run asyncstatus.
 //
@@ -7,7 +7,8 @@
 // does directly, and keeping it off the API's fasthttp server keeps the API's
 // tuned hot path untouched (docs/console.md).
 //
-// It imports internal/domain, internal/auth's tenant-name rule and
+// It imports internal/domain, internal/problem's code table (so a refusal
+// page has the status the API answers), internal/auth's tenant-name rule and
 // internal/sse's event framing only (and the Prometheus client for the
 // figures);
 // the store and the authenticator come in through the Store and Authenticator

@@ -10,13 +10,13 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/sse"
 )
 
-// Watcher follows a request's changes (the store's notification hub, §12).
+// Watcher follows a request's changes (the store's notification hub, docs/reference.md §12).
 type Watcher interface {
 	Watch(ctx context.Context, tenant, id string) (domain.Watch, error)
 }
 
 // Live views are console-side event streams (text/event-stream) authenticated
-// by the session cookie: the public stream of §12 would need a poll token or
+// by the session cookie: the public stream of docs/reference.md §12 would need a poll token or
 // an API key, which a page must not hold. Each event's data is the page's live
 // part rendered by the same template as the page, so the script only swaps it
 // in, and the page without a script shows the same thing.

@@ -46,10 +46,10 @@ func (s *Server) tenantsPage(w http.ResponseWriter, r *http.Request, v *view) {
 	s.render(w, r, http.StatusOK, "tenants", v)
 }
 
-// requestsPage: a tenant's requests, the list of §4 with its filters and
+// requestsPage: a tenant's requests, the list of docs/reference.md §4 with its filters and
 // cursor, and the tenant's counts and oldest ages. The summary (and, answered
 // ahead, the session) ride the list's round trips, so that the page costs
-// little more than its list call (spec §14).
+// little more than its list call (docs/reference.md §14).
 func (s *Server) requestsPage(w http.ResponseWriter, r *http.Request, v *view) {
 	q := r.URL.Query()
 	f, ferr := wire.DecodeListQuery(map[string][]string(q))

@@ -167,7 +167,7 @@ func appendDigits(b []byte, n, width int) []byte {
 	return append(b, d[:width]...)
 }
 
-// statusTag shows a status as its word of §3 on a colour: never colour alone.
+// statusTag shows a status as its word of docs/reference.md §3 on a colour: never colour alone.
 func statusTag(v any) template.HTML {
 	var s domain.Status
 	switch x := v.(type) {

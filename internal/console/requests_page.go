@@ -10,7 +10,7 @@ import (
 
 // The requests page is written in Go, not by html/template: the template
 // calls an escaper through reflection for every action, which was most of the
-// page's own work (spec §14: a page of 50 requests in about the time of one
+// page's own work (docs/reference.md §14: a page of 50 requests in about the time of one
 // list call; BenchmarkRequestsPage). templates/requests.html with the layout
 // stays its reference: TestRequestsPageIsTheTemplate renders both for many
 // views, hostile values included, and wants the same bytes, so the escaping is

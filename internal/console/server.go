@@ -15,6 +15,7 @@ import (
 
 	"github.com/asyncstatus/asyncstatus/internal/defaults"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/problem"
 )
 
 // Store is what the console needs of the request store. Every call names one
@@ -176,7 +177,7 @@ func (s *Server) routes() {
 const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
 	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-// secured sets the security headers of spec §14 on every answer, and refuses
+// secured sets the security headers of docs/reference.md §14 on every answer, and refuses
 // a state-changing request that another origin sent (the CSRF token is the
 // main defence; this one costs nothing).
 func (s *Server) secured(next http.Handler) http.Handler {
@@ -256,7 +257,8 @@ func (s *Server) logged(next http.Handler) http.Handler {
 	})
 }
 
-// failed answers a store error as a page: the same refusals as the API.
+// failed answers a store error as a page, with the status the API answers its
+// code with (internal/problem).
 func (s *Server) failed(w http.ResponseWriter, r *http.Request, v *view, err error) {
 	var de *domain.Error
 	if !errors.As(err, &de) {
@@ -272,7 +274,8 @@ func (s *Server) failed(w http.ResponseWriter, r *http.Request, v *view, err err
 		s.log.Warn("console: backend unavailable", "path", r.URL.Path, "err", de.Err)
 		w.Header().Set("Retry-After", "1")
 	}
-	s.refuseAs(w, r, v, codeStatus(de.Code), string(de.Code), de.Message)
+	info, _ := problem.For(de.Code)
+	s.refuseAs(w, r, v, info.Status, string(de.Code), de.Message)
 }
 
 // notFound is the one "not found" page: unknown, malformed, another tenant's
@@ -293,23 +296,4 @@ func (s *Server) refuseAs(w http.ResponseWriter, r *http.Request, v *view, statu
 	page := &view{Session: v.Session, CSRF: v.CSRF, Title: http.StatusText(status)}
 	page.Data = map[string]any{"Status": status, "Code": code, "Detail": detail}
 	s.render(w, r, status, "error", page)
-}
-
-// codeStatus is the HTTP status of a domain error code, as the API answers it.
-func codeStatus(c domain.Code) int {
-	switch c {
-	case domain.Unauthenticated:
-		return http.StatusUnauthorized
-	case domain.Forbidden, domain.TenantFrozen:
-		return http.StatusForbidden
-	case domain.ValidationFailed, domain.InvalidCursor:
-		return http.StatusBadRequest
-	case domain.AlreadyTerminal:
-		return http.StatusConflict
-	case domain.PolledTooEarly, domain.RateLimited:
-		return http.StatusTooManyRequests
-	case domain.BackendUnavailable:
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusInternalServerError
 }

@@ -98,11 +98,11 @@ func (s *Server) verify(ctx context.Context, plain, d string, sess domain.Consol
 // seenSessions are the sessions this replica has lately found valid. They
 // let a page start its own reads while its session is read again (ahead),
 // instead of after: a page then takes about its reads' time, not a session
-// read more (spec §14: a page of 50 requests in about the time of one list
+// read more (docs/reference.md §14: a page of 50 requests in about the time of one list
 // call). An entry never answers alone, so sign-out on any replica, expiry and
 // revocation act exactly as without it; and only a cookie that was once
 // valid gets the page's reads before its session is known, so a made-up
-// cookie costs one session read, as before.
+// cookie costs one session read, like a page without the cache.
 type seenSessions struct {
 	mu sync.Mutex
 	m  map[string]domain.ConsoleSession // by digest of the cookie

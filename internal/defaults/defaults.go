@@ -45,7 +45,7 @@ const (
 // Webhooks (config webhooks.*; webhook.DispatcherOptions).
 const WebhookTimeout = 5 * time.Second
 
-// WebhookRetrySchedule is webhooks.retry_schedule (spec §10): the waits before
+// WebhookRetrySchedule is webhooks.retry_schedule (docs/reference.md §10): the waits before
 // each retry; a fresh slice on every call.
 func WebhookRetrySchedule() []time.Duration {
 	return []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute,

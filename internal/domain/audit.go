@@ -51,9 +51,9 @@ type AuditEvent struct {
 	Entry string `json:"-"`
 }
 
-// AuditBacklog is what waits for the audit sink in one tenant's stream.
+// AuditBacklog is what waits for the audit sink in one shard's stream.
 type AuditBacklog struct {
-	Tenant string
+	Tenant ShardName
 	// Waiting entries (written by the scripts, not yet acknowledged).
 	Waiting int64
 	// Dropped events not recorded because Waiting was at the bound, not yet

@@ -2,7 +2,7 @@ package domain
 
 import "time"
 
-// TenantSummary is what the console shows of a tenant (spec §14): its counts by
+// TenantSummary is what the console shows of a tenant (docs/reference.md §14): its counts by
 // status, read from the indexes (never by scanning records), whether it is
 // frozen, and the creation times of its oldest queued and processing requests.
 type TenantSummary struct {
@@ -23,7 +23,7 @@ func (t TenantSummary) Total() int64 {
 	return n
 }
 
-// ConsoleSession is a signed-in console session (spec §14), stored under the
+// ConsoleSession is a signed-in console session (docs/reference.md §14), stored under the
 // digest of its cookie value only.
 type ConsoleSession struct {
 	KeyID    string

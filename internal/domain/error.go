@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Code is a stable machine-readable error code (spec §7).
+// Code is a stable machine-readable error code (docs/reference.md §7).
 type Code string
 
 const (

@@ -11,7 +11,7 @@ type Limits struct {
 	ResultBytes  int
 }
 
-// TypePattern is what a request type must match (spec §3); errors quote it.
+// TypePattern is what a request type must match (docs/reference.md §3); errors quote it.
 const TypePattern = `^[a-z0-9][a-z0-9._-]{0,63}$`
 
 var typePattern = regexp.MustCompile(TypePattern)

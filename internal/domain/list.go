@@ -2,7 +2,7 @@ package domain
 
 import "time"
 
-// Page sizes of GET /v1/requests (spec §4).
+// Page sizes of GET /v1/requests (docs/reference.md §4).
 const (
 	DefaultListLimit = 50
 	MaxListLimit     = 200

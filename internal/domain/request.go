@@ -31,7 +31,7 @@ func (s Status) Terminal() bool {
 }
 
 // CanBecome reports whether a request in status s may move to status to: the
-// lifecycle of spec §3 and §4, which the transition script enforces in Redis
+// lifecycle of docs/reference.md §3 and §4, which the transition script enforces in Redis
 // (scripts/lua/transition.lua; TestTransitionRule in internal/store holds the
 // two to the same answers). Queued is never a target: only a create makes a
 // queued request. From queued or processing, a request may go to processing
@@ -58,7 +58,7 @@ func (s Status) Valid() bool {
 	return false
 }
 
-// Request is the representation of one long-running unit of work (spec §3).
+// Request is the representation of one long-running unit of work (docs/reference.md §3).
 // Optional members are omitted when absent (never null), except completed_at and
 // expires_at, which are always present and null until they apply: a client can
 // then test them without checking for presence first.
@@ -201,7 +201,7 @@ type APIKey struct {
 	Name      string    `json:"name,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	Digest    [32]byte  `json:"-"`
-	// Operator marks an operator key (spec §14): valid only on the console, for
+	// Operator marks an operator key (docs/reference.md §14): valid only on the console, for
 	// every tenant; Tenant is empty and Scopes zero.
 	Operator bool `json:"operator,omitempty"`
 }

@@ -2,7 +2,7 @@ package domain
 
 import "time"
 
-// WebhookEvent is the type of a webhook message (spec §10).
+// WebhookEvent is the type of a webhook message (docs/reference.md §10).
 type WebhookEvent string
 
 const (
@@ -42,7 +42,7 @@ func (e WebhookEvent) Valid() bool {
 
 // WebhookCall names whose endpoints a webhook management call is about, and
 // whom it is counted against: the admin rate limits, counted by the store in
-// the call's own round trip (spec §10, docs/pacing.md).
+// the call's own round trip (docs/reference.md §10, docs/pacing.md).
 type WebhookCall struct {
 	Tenant string
 	// Credential names the rate-limit counter the call is counted on (the API
@@ -110,7 +110,7 @@ type WebhookMessage struct {
 	// Shard names the outbox of one of the tenant's shards (internal/store,
 	// redis.tenant_shards) the message waits in: "" for the tenant's own. The
 	// dispatcher counts its work per Queue.
-	Shard      string
+	Shard      ShardName
 	EndpointID string
 	// ID is the webhook-id: the same for every endpoint and every retry.
 	ID    string
@@ -128,11 +128,11 @@ type WebhookMessage struct {
 }
 
 // Queue is the name of the outbox m waits in: its Shard, or its Tenant.
-func (m WebhookMessage) Queue() string {
+func (m WebhookMessage) Queue() ShardName {
 	if m.Shard != "" {
 		return m.Shard
 	}
-	return m.Tenant
+	return ShardName(m.Tenant)
 }
 
 // WebhookSettlement is how one delivery attempt ended.
@@ -150,7 +150,7 @@ type WebhookSettlement struct {
 // WebhookTenant is a tenant in the registry the dispatchers walk.
 type WebhookTenant struct {
 	// Name is the queue's: the tenant's, or one of its shards' (WebhookMessage.Shard).
-	Name string
+	Name ShardName
 	// Tenant is the tenant it belongs to.
 	Tenant string
 	// Frozen tenants get no deliveries until they are unfrozen.

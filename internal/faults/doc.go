@@ -1,4 +1,4 @@
-// Package faults holds the fault tests of API v1 §11: the service, built from
+// Package faults holds the fault tests of docs/reference.md §11: the service, built from
 // cmd/asyncstatus and run as a child process exactly as in production, is driven
 // over HTTP while the tests pause, kill and restart real redis-server processes
 // and fail over a Redis Cluster of its own. Every test owns its Redis processes;

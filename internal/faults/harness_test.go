@@ -8,13 +8,8 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,62 +18,15 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 
-func TestMain(m *testing.M) {
-	code := testenv.Main(m)
-	for i := range builds {
-		if builds[i].dir != "" {
-			os.RemoveAll(builds[i].dir)
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
-// builds are the service binaries, each built once per test binary: [0] as
-// the tests run (with -race when they do), [1] always without -race (for
-// figures of the product itself, such as its memory).
-var builds [2]struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
-}
+// serviceBinary is cmd/asyncstatus, built once (with -race when the tests run
+// with it, which also reuses the packages that `go test -race` compiled).
+func serviceBinary(t *testing.T) string { return testenv.ServiceBinary(t, testenv.RaceEnabled) }
 
-// serviceBinary builds cmd/asyncstatus (with -race when the tests run with it).
-func serviceBinary(t *testing.T) string { return buildService(t, 0, raceEnabled) }
-
-// plainServiceBinary builds cmd/asyncstatus without -race.
-func plainServiceBinary(t *testing.T) string { return buildService(t, 1, false) }
-
-func buildService(t *testing.T, slot int, race bool) string {
-	t.Helper()
-	build := &builds[slot]
-	build.once.Do(func() {
-		build.dir, build.err = os.MkdirTemp("", "asyncstatus-faults-")
-		if build.err != nil {
-			return
-		}
-		gobin, err := exec.LookPath("go")
-		if err != nil {
-			gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
-		}
-		build.path = filepath.Join(build.dir, "asyncstatus")
-		args := []string{"build", "-o", build.path}
-		if race {
-			args = append(args, "-race")
-		}
-		args = append(args, "github.com/asyncstatus/asyncstatus/cmd/asyncstatus")
-		out, err := exec.Command(gobin, args...).CombinedOutput()
-		if err != nil {
-			build.err = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	})
-	if build.err != nil {
-		t.Fatal(build.err)
-	}
-	return build.path
-}
-
-type syncBuffer = testenv.Buffer
+// plainServiceBinary is cmd/asyncstatus built without -race (for figures of the
+// product itself, such as its memory).
+func plainServiceBinary(t *testing.T) string { return testenv.ServiceBinary(t, false) }
 
 // lines counts the lines of s containing sub.
 func countLines(s, sub string) int {
@@ -91,21 +39,6 @@ func countLines(s, sub string) int {
 		}
 	}
 	return n
-}
-
-// environ is the service's environment: the test's own, without any
-// ASYNCSTATUS_ variable, plus env.
-func environ(env map[string]string) []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ASYNCSTATUS_") {
-			out = append(out, kv)
-		}
-	}
-	for k, v := range env {
-		out = append(out, k+"="+v)
-	}
-	return out
 }
 
 // baseEnv is the configuration every fault test starts from: short deadlines,
@@ -136,16 +69,7 @@ func baseEnv(opTimeout time.Duration) map[string]string {
 // command runs one asyncstatus command to completion and returns its stdout.
 func command(t *testing.T, env map[string]string, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, serviceBinary(t), args...)
-	cmd.Env = environ(env)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("asyncstatus %s: %v\n%s", strings.Join(args, " "), err, errb.String())
-	}
-	return out.String()
+	return testenv.ServiceCommand(t, serviceBinary(t), env, args...)
 }
 
 // newKey makes an API key with every scope for tenant.
@@ -168,12 +92,9 @@ func newKey(t *testing.T, env map[string]string, tenant string) string {
 
 // service is one running `asyncstatus serve` child process.
 type service struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	base   string
-	stderr *syncBuffer
-	done   chan struct{}
-	err    error // the exit, once done is closed
+	*testenv.Service
+	t    *testing.T
+	base string
 }
 
 // startService runs `asyncstatus serve` with env on a free loopback port and
@@ -187,89 +108,28 @@ func startService(t *testing.T, env map[string]string) *service {
 // startServiceOf is startService for the binary bin.
 func startServiceOf(t *testing.T, bin string, env map[string]string) *service {
 	t.Helper()
-	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	e := map[string]string{"ASYNCSTATUS_HTTP_ADDR": addr, "ASYNCSTATUS_CONSOLE_ADDR": "off"}
-	for k, v := range env {
-		e[k] = v
-	}
-	cmd := exec.Command(bin, "serve")
-	cmd.Env = environ(e)
-	cmd.SysProcAttr = sysProcAttr()
-	s := &service{t: t, cmd: cmd, base: "http://" + addr, stderr: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = io.Discard, s.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { s.err = cmd.Wait(); close(s.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-s.done:
-		default:
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-s.done:
-			case <-time.After(15 * time.Second):
-				_ = cmd.Process.Kill()
-				<-s.done
-			}
-		}
-		if t.Failed() {
-			log := s.stderr.String()
-			// a race report sits where the race happened, usually far above the tail
-			if i := strings.Index(log, "WARNING: DATA RACE"); i >= 0 {
-				t.Logf("service log, from its first race report (200 lines):\n%s", head(log[i:], 200))
-			}
-			t.Logf("service log (last 60 lines):\n%s", tail(log, 60))
-		}
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		res, err := http.Get(s.base + "/healthz")
-		if err == nil {
-			res.Body.Close()
-			return s
-		}
-		select {
-		case <-s.done:
-			t.Fatalf("serve exited: %v\n%s", s.err, s.stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not come up:\n%s", s.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	s := testenv.StartService(t, bin, env)
+	return &service{Service: s, t: t, base: s.URL()}
 }
 
 // terminate sends SIGTERM and returns the exit error (nil: status 0).
 func (s *service) terminate() error {
 	s.t.Helper()
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		s.t.Fatal(err)
-	}
-	select {
-	case <-s.done:
-		return s.err
-	case <-time.After(20 * time.Second):
-		s.t.Fatal("serve did not exit within 20s of SIGTERM")
-		return nil
-	}
+	return s.Terminate()
 }
 
 // alive fails the test if the service exited.
 func (s *service) alive() {
 	s.t.Helper()
-	select {
-	case <-s.done:
-		s.t.Fatalf("the service exited: %v\n%s", s.err, tail(s.stderr.String(), 40))
-	default:
+	if gone, err := s.Exited(); gone {
+		s.t.Fatalf("the service exited: %v\n%s", err, tail(s.Log(), 40))
 	}
 }
 
 // cpuTime is the CPU time (user + system) the service has used so far, from
 // /proc; ok is false where there is no /proc.
 func (s *service) cpuTime() (time.Duration, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.PID()))
 	if err != nil {
 		return 0, false
 	}
@@ -286,12 +146,6 @@ func (s *service) cpuTime() (time.Duration, bool) {
 		return 0, false
 	}
 	return time.Duration(ut+st) * 10 * time.Millisecond, true
-}
-
-// head is the first n lines of s.
-func head(s string, n int) string {
-	lines := strings.SplitN(s, "\n", n+1)
-	return strings.Join(lines[:min(len(lines), n)], "\n")
 }
 
 func tail(s string, n int) string {

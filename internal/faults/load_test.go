@@ -21,6 +21,7 @@ import (
 // answer is one HTTP exchange with the service.
 type answer struct {
 	op, tenant  string
+	id          string // the request it was about, when known (path, or a create's 2xx body)
 	start, end  time.Time
 	code        int
 	problem     string // the problem's code, for 4xx/5xx
@@ -80,6 +81,9 @@ func (c *client) do(r request) (answer, map[string]any) {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	a := answer{op: r.op, tenant: r.tenant, start: time.Now()}
+	if rest, ok := strings.CutPrefix(r.path, "/v1/requests/"); ok {
+		a.id, _, _ = strings.Cut(rest, "/")
+	}
 	res, err := c.hc.Do(req)
 	var body map[string]any
 	if err != nil {
@@ -94,6 +98,9 @@ func (c *client) do(r request) (answer, map[string]any) {
 		_ = json.Unmarshal(b, &body)
 		if a.code >= 400 {
 			a.problem, _ = body["code"].(string)
+		}
+		if id, ok := body["id"].(string); ok && a.id == "" && a.code < 300 {
+			a.id = id
 		}
 	}
 	a.end = time.Now()
@@ -186,7 +193,7 @@ func (l *ledger) writes() (acks, requests int) {
 // load drives the service with workers, each making requests and taking them
 // through create, poll (by token), processing, events, complete, and some
 // through list and delete, retrying a step after a 503 with the same
-// Idempotency-Key (spec §11: a retry is safe).
+// Idempotency-Key (docs/reference.md §11: a retry is safe).
 type load struct {
 	c      *client
 	keys   map[string]string // tenant -> API key
@@ -352,7 +359,7 @@ func (c *client) probe(every time.Duration) (stop func()) {
 	return func() { cancel(); <-done }
 }
 
-// checkAnswers fails the test for every answer that is not one §11 allows: no
+// checkAnswers fails the test for every answer that is not one docs/reference.md §11 allows: no
 // answer at all, a 5xx other than a 503 problem with Retry-After, or an answer
 // later than bound. It returns the number of answers by status code.
 func checkAnswers(t *testing.T, as []answer, bound time.Duration) map[int]int {
@@ -412,6 +419,22 @@ func isWrite(a answer) bool {
 }
 
 func isRead(a answer) bool { return a.op == "poll" || a.op == "events" || a.op == "list" }
+
+// wantOnly503 fails the test for every answer but /healthz's that was sent at
+// or after from and answered before to and is not a 503 (when, its message),
+// and returns those answers.
+func wantOnly503(t *testing.T, as []answer, from, to time.Time, when string) []answer {
+	t.Helper()
+	during := only(as, func(a answer) bool {
+		return a.op != "healthz" && !a.start.Before(from) && a.end.Before(to)
+	})
+	for _, a := range during {
+		if a.code != 503 {
+			t.Errorf("%s: %s, want 503", when, a)
+		}
+	}
+	return during
+}
 
 // outage is the stretch of 503s a fault caused: from the start of the first
 // 503 answered after the fault began to the end of the last one answered before

@@ -58,14 +58,7 @@ func TestRedisHung(t *testing.T) {
 	all := l.c.answers()
 	byCode := checkAnswers(t, all, opTimeout+slack)
 	// Sent while Redis was frozen (and answered before it thawed): 503, nothing else.
-	during := only(all, func(a answer) bool {
-		return a.op != "healthz" && !a.start.Before(paused) && a.end.Before(resumed)
-	})
-	for _, a := range during {
-		if a.code != 503 {
-			t.Errorf("while Redis is hung: %s, want 503", a)
-		}
-	}
+	during := wantOnly503(t, all, paused, resumed, "while Redis is hung")
 	if len(only(during, func(a answer) bool { return a.op == "readyz" })) == 0 {
 		t.Error("no /readyz answer while Redis was hung")
 	}
@@ -145,13 +138,9 @@ func TestRedisKilled(t *testing.T) {
 
 	all := l.c.answers()
 	byCode := checkAnswers(t, all, opTimeout+slack)
-	during := only(all, func(a answer) bool {
-		return a.op != "healthz" && !a.start.Before(killed) && a.end.Before(restarting)
-	})
-	for _, a := range during {
-		if a.code != 503 {
-			t.Errorf("while Redis is down: %s, want 503", a)
-		}
+	during := wantOnly503(t, all, killed, restarting, "while Redis is down")
+	if len(only(during, isWrite)) == 0 || len(only(during, isRead)) == 0 {
+		t.Errorf("too little load while Redis was down: %d answers", len(during))
 	}
 	back, ok := firstOK(only(all, func(a answer) bool { return isWrite(a) || isRead(a) }), restarted)
 	if !ok {
@@ -182,7 +171,7 @@ func TestRedisKilled(t *testing.T) {
 func quietBackground(t *testing.T, svc *service) {
 	t.Helper()
 	svc.alive()
-	log := svc.stderr.String()
+	log := svc.Log()
 	sweeps := countLines(log, "sweeper tick failed")
 	limits := countLines(log, "ratelimit: store failed")
 	if sweeps < 1 || sweeps > 2 || limits > 2 {

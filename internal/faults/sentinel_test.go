@@ -67,6 +67,13 @@ func TestSentinelFailover(t *testing.T) {
 	}
 	_, _, readErrs := outage(only(all, isRead), killed, readBack)
 	_, _, writeErrs := outage(only(all, isWrite), killed, writeBack)
+	// The windows measured must hold answers, or they prove nothing.
+	if readErrs == 0 || writeErrs == 0 {
+		t.Errorf("no 503 between the kill and the recovery (%d reads, %d writes): the load did not reach the dead master", readErrs, writeErrs)
+	}
+	if readBack.Before(promoted.Add(-time.Second)) {
+		t.Errorf("a read succeeded %s before the promotion, with the only master dead", promoted.Sub(readBack))
+	}
 	if d := readBack.Sub(promoted); d > 5*time.Second {
 		t.Errorf("reads came back %s after the promotion; want < 5s", d)
 	}

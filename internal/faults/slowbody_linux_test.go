@@ -18,16 +18,17 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 
-// slowBodies is how many connections TestSlowBodiesMemory opens (spec §7).
+// slowBodies is how many connections TestSlowBodiesMemory opens (docs/reference.md §7).
 const slowBodies = 2000
 
 // maxSlowBodyRise is what those connections may add to the service's RSS:
-// the spec's bound (§7 "Hostile input": 2,000 such connections raise the RSS
+// the bound of docs/reference.md §7 ("Hostile input": 2,000 such connections raise the RSS
 // by at most 100 MB, about 50 KiB a connection). Since bodies are streamed
 // a connection holds fasthttp's 8 KiB body prefetch, its 4 KiB read buffer, a
 // goroutine stack and a request context: docs/performance.md has the figure
-// (about 20 MB for all 2,000). Before, each one held the 1 MiB it declared
-// (2,000 took 2.1 GB), so the bound is far from both the figure and the fault.
+// (about 20 MB for all 2,000). Were a connection to hold the 1 MiB it declares
+// (fasthttp's default, docs/pitfalls.md), 2,000 would take 2.1 GB: the bound
+// is far from both the figure and the fault.
 const maxSlowBodyRise = 100 << 20
 
 // TestSlowBodiesMemory runs the built service (without -race: the race
@@ -55,7 +56,7 @@ func TestSlowBodiesMemory(t *testing.T) {
 		}
 	}
 	time.Sleep(200 * time.Millisecond)
-	before := rss(t, svc.cmd.Process.Pid)
+	before := rss(t, svc.PID())
 
 	// Two waves: the second one also meets memory the first one left to the
 	// runtime (reused memory is zeroed, so resident, where fresh memory from
@@ -124,7 +125,7 @@ func slowBodyWave(t *testing.T, svc *service, addr, key, id string, before int64
 	peak := before
 	for start := time.Now(); time.Since(start) < 2*time.Second; {
 		time.Sleep(100 * time.Millisecond)
-		peak = max(peak, rss(t, svc.cmd.Process.Pid))
+		peak = max(peak, rss(t, svc.PID()))
 		if pollCode == 0 || pollCode >= 500 {
 			pollCode = pollOnce(svc.base, key, id)
 		}

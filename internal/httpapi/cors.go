@@ -4,7 +4,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 )
 
-// CORS (spec §13): pages on the allowed origins may call every route. No
+// CORS (docs/reference.md §13): pages on the allowed origins may call every route. No
 // cookies are used, so credentials are never allowed; the allowed origin is
 // echoed rather than "*", with Vary: Origin on every answer, so that a cache
 // between the two never hands one origin's answer to another.

@@ -13,7 +13,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
 
-// The open-internet edge (spec §7 "Hostile input"): what the server refuses
+// The open-internet edge (docs/reference.md §7 "Hostile input"): what the server refuses
 // before any route runs, and how request bodies are read.
 //
 // Bodies are streamed (fiber.Config.StreamRequestBody): before a handler runs,
@@ -109,7 +109,7 @@ func headerGiven(c *fiber.Ctx, lower string) bool {
 	return given
 }
 
-// rateLimitHeaders are the headers of a counted call (spec §5).
+// rateLimitHeaders are the headers of a counted call (docs/reference.md §5).
 var rateLimitHeaders = [...]string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"}
 
 // asciiEqualFold reports whether b is lower, an ASCII string in lower case,

@@ -211,7 +211,7 @@ func TestMethodsAndMediaTypes(t *testing.T) {
 	if m := wantProblem(t, r, 415, "UNSUPPORTED_MEDIA_TYPE"); m["instance"] != "/v1/requests" {
 		t.Fatalf("multipart: instance %v", m["instance"])
 	}
-	// A malformed multipart body too (fasthttp used to parse it first).
+	// A malformed multipart body too (fasthttp would parse it before any route).
 	r = e.call("POST", "/v1/requests", "--x\r\nbroken", append(e.as("acme-rw"), "Content-Type", "multipart/form-data; boundary=x")...)
 	if m := wantProblem(t, r, 415, "UNSUPPORTED_MEDIA_TYPE"); m["instance"] != "/v1/requests" {
 		t.Fatalf("broken multipart: instance %v", m["instance"])
@@ -240,7 +240,7 @@ func TestEmptyIdempotencyKey(t *testing.T) {
 	}
 }
 
-// TestNotFoundHeaderParity: every "not visible" 404 of spec §2 (unknown,
+// TestNotFoundHeaderParity: every "not visible" 404 of docs/reference.md §2 (unknown,
 // malformed, another tenant's, deleted, expired by retention; by API key on
 // every id route, and by poll token, wrong or right) carries the same set of
 // headers, with the read limits counted by the middleware and by the poll

@@ -55,7 +55,7 @@ func fuzzSend(t *testing.T, e *env, path, body, idem, ctype string) int {
 }
 
 // mustBeJSON fails unless an answer's body is valid UTF-8 and valid JSON, as
-// every answer of the service must be whatever it was sent (spec §7).
+// every answer of the service must be whatever it was sent (docs/reference.md §7).
 func mustBeJSON(t *testing.T, what, sent string, answer []byte) {
 	t.Helper()
 	if !utf8.Valid(answer) || !json.Valid(answer) {
@@ -135,7 +135,7 @@ func FuzzTransitionBody(f *testing.F) {
 	})
 }
 
-// FuzzWebhookBody: the one body route outside /v1/requests (spec §10).
+// FuzzWebhookBody: the one body route outside /v1/requests (docs/reference.md §10).
 func FuzzWebhookBody(f *testing.F) {
 	for _, s := range webhookSeeds {
 		f.Add(s, "")

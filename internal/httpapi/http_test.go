@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/buildinfo"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/httpapi"
+	"github.com/asyncstatus/asyncstatus/internal/memconn"
 	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
 	"github.com/asyncstatus/asyncstatus/internal/store"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
@@ -32,6 +35,7 @@ type env struct {
 	srv   *httpapi.Server
 	st    *store.Store
 	m     *miniredis.Miniredis
+	gone  *atomic.Bool // set before closing m: dials then fail, as to a Redis that went away
 	rdb   *redis.Client
 	clock *clock
 	keys  map[string]string // name -> plain key
@@ -43,7 +47,16 @@ type clock = testenv.Clock
 func newEnv(t testing.TB, mod func(*httpapi.Options)) *env {
 	t.Helper()
 	m := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Dialer: func(context.Context, string, string) (net.Conn, error) { return m.Dial() }, DisableIdentity: true})
+	// miniredis starts again on the next Dial after Close; a Redis that went
+	// away refuses connections instead
+	gone := new(atomic.Bool)
+	dial := memconn.Dialer(m.Dial)
+	rdb := redis.NewClient(&redis.Options{DisableIdentity: true, Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if gone.Load() {
+			return nil, errors.New("miniredis closed")
+		}
+		return dial(ctx, network, addr)
+	}})
 	t.Cleanup(func() { rdb.Close() })
 	c := testenv.NewClock(time.Now().UTC())
 	st, err := store.New(rdb, store.Options{Now: c.Now, Retention: time.Hour, OpTimeout: 5 * time.Second, EarlyTolerance: 0.2})
@@ -55,7 +68,7 @@ func newEnv(t testing.TB, mod func(*httpapi.Options)) *env {
 	if mod != nil {
 		mod(&o)
 	}
-	e := &env{t: t, srv: httpapi.New(st, a, nil, o, nil), st: st, m: m, rdb: rdb, clock: c}
+	e := &env{t: t, srv: httpapi.New(st, a, nil, o, nil), st: st, m: m, gone: gone, rdb: rdb, clock: c}
 	keys := []testenv.TestKey{
 		{Name: "acme-rw", Tenant: "acme", Scopes: domain.ScopeRead | domain.ScopeWrite},
 		{Name: "acme-r", Tenant: "acme", Scopes: domain.ScopeRead},
@@ -584,6 +597,7 @@ func TestRoutesAndHealth(t *testing.T) {
 	if r.h.Get("X-Request-Id") != "trace-123" {
 		t.Fatalf("X-Request-Id %q", r.h.Get("X-Request-Id"))
 	}
+	e.gone.Store(true)
 	e.m.Close() // Redis gone: readiness fails, liveness holds, reads answer 503
 	r = e.call("GET", "/readyz", "")
 	wantProblem(t, r, 503, "BACKEND_UNAVAILABLE")

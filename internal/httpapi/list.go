@@ -18,7 +18,7 @@ type listPage struct {
 	NextCursor *string           `json:"next_cursor"`
 }
 
-// list answers one page of the caller's tenant's requests (spec §4).
+// list answers one page of the caller's tenant's requests (docs/reference.md §4).
 func (s *Server) list(c *fiber.Ctx) error {
 	values := map[string][]string{}
 	c.Context().QueryArgs().VisitAll(func(k, v []byte) {

@@ -281,7 +281,7 @@ func TestLROViewsOneRoundTrip(t *testing.T) {
 }
 
 // TestLRORateLimits: every answer of the new routes to a caller is counted
-// under its scope and carries RateLimit-* (spec §5), a :wait once; past the
+// under its scope and carries RateLimit-* (docs/reference.md §5), a :wait once; past the
 // limit, a Google route answers RESOURCE_EXHAUSTED with Retry-After.
 func TestLRORateLimits(t *testing.T) {
 	e := newEnv(t, nil)

@@ -95,7 +95,7 @@ func (s *Server) initState(c *fiber.Ctx, st *reqState) {
 func (s *Server) requestID(c *fiber.Ctx) string { return s.state(c).id }
 
 // idSource makes request ids: a random per-process prefix and a counter, 24
-// hex digits as the 96 random bits made before. They only correlate log lines
+// hex digits, the width of 96 random bits. They only correlate log lines
 // and answers; they are not secrets, so crypto/rand per request (and its
 // hex string) is not needed. The prefix keeps replicas apart (48 bits).
 type idSource struct {
@@ -228,7 +228,7 @@ func (s *Server) authenticate(need domain.Scopes, pollToken bool, limit RateLimi
 			// Refused before the store counted it (a bad body, query or id, or a
 			// refusal the script makes before its rate gate): counted here, on the
 			// same counters, so that it carries RateLimit-* as every authenticated
-			// answer does (spec §5) and a storm of bad calls meets the limits too.
+			// answer does (docs/reference.md §5) and a storm of bad calls meets the limits too.
 			if cerr := s.countCall(c, s.limit, p, need, scope); cerr != nil && domain.ErrorCode(cerr) == domain.RateLimited {
 				return cerr
 			}

@@ -21,6 +21,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/auth"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/httpapi"
+	"github.com/asyncstatus/asyncstatus/internal/memconn"
 	"github.com/asyncstatus/asyncstatus/internal/metrics"
 	"github.com/asyncstatus/asyncstatus/internal/store"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
@@ -411,7 +412,7 @@ func BenchmarkPoll(b *testing.B) {
 	for _, ob := range observations {
 		b.Run("miniredis/"+ob.name, func(b *testing.B) {
 			m := testenv.Miniredis(b)
-			rdb := redis.NewClient(&redis.Options{Dialer: func(context.Context, string, string) (net.Conn, error) { return m.Dial() }, DisableIdentity: true})
+			rdb := redis.NewClient(&redis.Options{Dialer: memconn.Dialer(m.Dial), DisableIdentity: true})
 			defer rdb.Close()
 			benchStore(b, rdb, ob)
 		})

@@ -348,7 +348,7 @@ func TestOpenAPIContract(t *testing.T) {
 	k.check(t, e, exchange{name: "poll malformed id", method: "GET", path: "/v1/requests/not-a-uuid", hdr: r, want: 404, code: "NOT_FOUND", invalid: true})
 	k.check(t, e, exchange{name: "poll oversized header", method: "GET", path: p, hdr: with(r, bigHeader...), want: 400, code: "VALIDATION_FAILED", network: true})
 
-	// long poll (spec §12): nothing changes, so each is held its second
+	// long poll (docs/reference.md §12): nothing changes, so each is held its second
 	for _, x := range []exchange{
 		{name: "long poll", method: "GET", path: p, hdr: with(r, "Prefer", "wait=1"), want: 200, network: true},
 		{name: "long poll not modified", method: "GET", path: p, hdr: with(r, "Prefer", "wait=1", "If-None-Match", `"1"`), want: 304, network: true},
@@ -436,7 +436,7 @@ func TestOpenAPIContract(t *testing.T) {
 	k.check(t, e, exchange{name: "poll terminal", method: "GET", path: p, hdr: r, want: 200})
 	k.check(t, e, exchange{name: "events terminal", method: "GET", path: ev, hdr: r, want: 200})
 
-	// event stream (spec §12) of the terminal request: its one event, then the end
+	// event stream (docs/reference.md §12) of the terminal request: its one event, then the end
 	st := p + "/stream"
 	for _, x := range []exchange{
 		{name: "stream", method: "GET", path: st, hdr: r, want: 200, network: true},
@@ -486,10 +486,10 @@ func TestOpenAPIContract(t *testing.T) {
 		k.check(t, e, exchange{name: "counts write-only key", method: "GET", path: "/v1/requests/counts", hdr: w, want: 403, code: "FORBIDDEN"})
 	}
 
-	// standard long-running-operation clients (spec §15; lro_contract_test.go)
+	// standard long-running-operation clients (docs/reference.md §15; lro_contract_test.go)
 	contractLRORoutes(t, k, e, r, w, rw, admin)
 
-	// webhooks (spec §10)
+	// webhooks (docs/reference.md §10)
 	wid := contractWebhookRoutes(t, k, e, rw, admin)
 
 	// delete

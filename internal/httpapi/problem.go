@@ -8,36 +8,11 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/problem"
 )
 
-// problemTypeBase prefixes the stable type URI of every problem code.
-const problemTypeBase = "https://asyncstatus.dev/problems/"
-
-// codeInfo maps every error code to its HTTP status and title: the one table.
-var codeInfo = map[domain.Code]struct {
-	status int
-	title  string
-}{
-	domain.Unauthenticated:      {401, "Unauthenticated"},
-	domain.Forbidden:            {403, "Forbidden"},
-	domain.TenantFrozen:         {403, "Tenant frozen"},
-	domain.NotFound:             {404, "Not found"},
-	domain.MethodNotAllowed:     {405, "Method not allowed"},
-	domain.NotAcceptable:        {406, "Not acceptable"},
-	domain.ValidationFailed:     {400, "Validation failed"},
-	domain.InvalidCursor:        {400, "Invalid cursor"},
-	domain.AlreadyTerminal:      {409, "Request already terminal"},
-	domain.PayloadTooLarge:      {413, "Payload too large"},
-	domain.UnsupportedMediaType: {415, "Unsupported media type"},
-	domain.IdempotencyKeyReused: {422, "Idempotency key reused"},
-	domain.PolledTooEarly:       {429, "Polled too early"},
-	domain.RateLimited:          {429, "Rate limited"},
-	domain.BackendUnavailable:   {503, "Backend unavailable"},
-	domain.Internal:             {500, "Internal error"},
-}
-
-// problem is an RFC 9457 body with our extensions.
-type problem struct {
+// problemBody is an RFC 9457 body with our extensions.
+type problemBody struct {
 	Type      string              `json:"type"`
 	Title     string              `json:"title"`
 	Status    int                 `json:"status"`
@@ -63,10 +38,7 @@ func (s *Server) answerError(c *fiber.Ctx, err error) {
 // errorHandler is Fiber's ErrorHandler: every error answer leaves through here.
 func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	de := s.toDomain(c, err)
-	info, ok := codeInfo[de.Code]
-	if !ok {
-		info = codeInfo[domain.Internal]
-	}
+	info, _ := problem.For(de.Code)
 	s.countProblem(c, de.Code)
 	switch de.Code {
 	case domain.Internal:
@@ -84,7 +56,7 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	case domain.MethodNotAllowed:
 		c.Set(fiber.HeaderAllow, strings.Join(s.allowed(c.Path()), ", "))
 	case domain.NotFound:
-		// Every "not visible" 404 carries the same headers (spec §2): the
+		// Every "not visible" 404 carries the same headers (docs/reference.md §2): the
 		// rate limit headers are set on some paths to it (an id the store
 		// looked up) and not on others (a malformed id, a wrong poll
 		// token), so none carries them. The call is still counted.
@@ -95,16 +67,16 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	}
 	s.cors.setHeaders(c) // also for errors fasthttp raises before any middleware
 	if googlePath(c.Path()) {
-		return s.writeGoogleError(c, de, info.status) // the Operations routes (google.go)
+		return s.writeGoogleError(c, de, info.Status) // the Operations routes (google.go)
 	}
 	instance := c.OriginalURL()
 	if len(c.Context().QueryArgs().Peek(queryPollToken)) > 0 {
 		instance = c.Path() // the stream route's query may carry a credential
 	}
-	p := problem{
-		Type:      problemTypeBase + strings.ToLower(strings.ReplaceAll(string(de.Code), "_", "-")),
-		Title:     info.title,
-		Status:    info.status,
+	p := problemBody{
+		Type:      info.Type,
+		Title:     info.Title,
+		Status:    info.Status,
 		Detail:    de.Message,
 		Instance:  instance,
 		Code:      de.Code,
@@ -118,7 +90,7 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	}
 	c.Set(fiber.HeaderContentType, "application/problem+json")
 	c.Set(fiber.HeaderCacheControl, "no-store")
-	return c.Status(info.status).Send(body)
+	return c.Status(info.Status).Send(body)
 }
 
 // toDomain turns any error (ours or Fiber's) into a domain.Error.

@@ -74,7 +74,7 @@ func TestOneRoundTripPerPollWithRateLimits(t *testing.T) {
 
 // TestEarlyPollWithRateLimitsCarriesHeaders: a poll answered 429
 // POLLED_TOO_EARLY under counted read limits is still one round trip, has been
-// counted, and carries RateLimit-* (spec §5: every authenticated answer does).
+// counted, and carries RateLimit-* (docs/reference.md §5: every authenticated answer does).
 func TestEarlyPollWithRateLimitsCarriesHeaders(t *testing.T) {
 	e, _ := envWithPollRate(t, 10)
 	id, _ := e.mustCreate("acme-rw")
@@ -247,7 +247,7 @@ func TestListingCountedByTheScript(t *testing.T) {
 // scripts, a call refused before the store is reached (a bad body, a bad
 // query, a malformed id) is counted by the middleware's limiter instead, so
 // that its answer carries RateLimit-* as every authenticated answer does
-// (spec §5), and over the limit it is 429.
+// (docs/reference.md §5), and over the limit it is 429.
 func TestRefusedBeforeTheStoreIsCounted(t *testing.T) {
 	minute := func(n int64) ratelimit.Rate { return ratelimit.Rate{Limit: n, Period: time.Minute} }
 	e, lim := envWithRates(t, &ratelimit.Rates{Read: minute(100), Write: minute(100), Admin: minute(100), Tenant: minute(1000)})
@@ -255,7 +255,7 @@ func TestRefusedBeforeTheStoreIsCounted(t *testing.T) {
 	for _, c := range []struct {
 		method, path, body, key, scope string
 		code                           int
-		limit                          string // RateLimit-Limit; none on a 404 (spec §2: every "not visible" 404 looks alike)
+		limit                          string // RateLimit-Limit; none on a 404 (docs/reference.md §2: every "not visible" 404 looks alike)
 	}{
 		{"POST", "/v1/requests", `{"type":`, "acme-rw", "write", 400, "2"},
 		{"GET", "/v1/requests?limit=abc", "", "acme-r", "read", 400, "2"},

@@ -2,7 +2,7 @@ package httpapi
 
 import "github.com/asyncstatus/asyncstatus/internal/domain"
 
-// routes registers every route of the API in one place (spec §4).
+// routes registers every route of the API in one place (docs/reference.md §4).
 func (s *Server) routes() {
 	a := s.app
 	if s.cors.enabled() { // first, so that every answer carries its headers (cors.go)
@@ -30,7 +30,7 @@ func (s *Server) routes() {
 	v1.Get("/requests/counts", s.authedCounted(domain.ScopeRead, false), s.counts)
 	v1.Get("/requests/:id", s.authedPoll(), s.poll)
 	if !s.opts.withoutLRO {
-		// The two other views of the poll (spec §15): right after it, so that
+		// The two other views of the poll (docs/reference.md §15): right after it, so that
 		// each is matched one or two routes after the poll, and the poll as
 		// before (Fiber tries a method's routes in the order registered). The
 		// monitor, the smaller answer, affords the second place.
@@ -38,7 +38,7 @@ func (s *Server) routes() {
 		v1.Get("/requests/:id/operation", s.authedPoll(), s.monitor) // Azure status monitor (azure.go)
 	}
 	v1.Get("/requests/:id/events", s.authedCounted(domain.ScopeRead, true), s.events)
-	if s.opts.Waits != nil { // spec §12 (stream.go)
+	if s.opts.Waits != nil { // docs/reference.md §12 (stream.go)
 		v1.Get("/requests/:id/stream", streamHeaders, s.authedStream(), s.stream)
 	}
 	v1.Post("/requests/:id/processing", s.authedCounted(domain.ScopeWrite, false), s.processing)
@@ -54,7 +54,7 @@ func (s *Server) routes() {
 		v1.Post(`/operations/:id\:wait`, s.authedCounted(domain.ScopeRead, true), s.waitOperation)
 	}
 
-	if s.opts.Webhooks != nil { // webhooks.enabled (spec §10; webhooks.go)
+	if s.opts.Webhooks != nil { // webhooks.enabled (docs/reference.md §10; webhooks.go)
 		v1.Post("/webhooks", s.authedCounted(domain.ScopeAdmin, false), s.registerWebhook)
 		v1.Get("/webhooks", s.authedCounted(domain.ScopeAdmin, false), s.listWebhooks)
 		v1.Get("/webhooks/:id", s.authedCounted(domain.ScopeAdmin, false), s.getWebhook)

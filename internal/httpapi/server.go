@@ -46,7 +46,7 @@ type Requests interface {
 	CountsRateLimits(scope string) bool
 }
 
-// Webhooks is what the HTTP layer needs to manage webhook endpoints (spec §10).
+// Webhooks is what the HTTP layer needs to manage webhook endpoints (docs/reference.md §10).
 // Options.Webhooks nil turns the /v1/webhooks routes off (webhooks.enabled false).
 type Webhooks interface {
 	RegisterWebhook(ctx context.Context, c domain.WebhookCall, in domain.WebhookInput) (*domain.Webhook, error)
@@ -111,13 +111,13 @@ type Options struct {
 	// Info, whose members are then empty.
 	Build buildinfo.Info
 	// Waits follows requests for long polls (Prefer: wait) and event streams
-	// (spec §12; wait.go). default: nil, Prefer: wait is ignored and the
+	// (docs/reference.md §12; wait.go). default: nil, Prefer: wait is ignored and the
 	// stream route is not served.
 	Waits Waits
 	// Wait tunes waiting.
 	Wait WaitOptions
 	// CORSOrigins are the origins allowed to call the API from a browser, "*"
-	// for every one (spec §13; cors.go). default: none, no CORS headers.
+	// for every one (docs/reference.md §13; cors.go). default: none, no CORS headers.
 	CORSOrigins []string
 	// AuditStatus, when set, says whether the audit sink takes lines; /readyz
 	// shows it (and stays 200: a failing sink does not stop the service, its

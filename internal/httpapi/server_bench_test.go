@@ -37,7 +37,7 @@ import (
 //
 // Neither talks to Redis: the yardstick's HGETALL answer is a prebuilt map, the
 // asyncstatus store is a fake returning the reference request
-// (/work/shared/bench/reference-request.json). What is left is the server-side
+// (testdata/reference-request.json). What is left is the server-side
 // CPU that is ours to cut. The access log is written to a file in b.TempDir()
 // exactly as serve wires it to stderr (see accessLogWriter), so its write
 // syscalls are paid as in production.

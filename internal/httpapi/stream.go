@@ -40,7 +40,7 @@ func (s *Server) authedStream() fiber.Handler {
 	}
 }
 
-// stream answers GET /v1/requests/{id}/stream (spec §12): text/event-stream,
+// stream answers GET /v1/requests/{id}/stream (docs/reference.md §12): text/event-stream,
 // one event per state from the current one on, until the terminal one. Its
 // errors before the first byte are the ordinary problem+json answers.
 func (s *Server) stream(c *fiber.Ctx) error {

@@ -13,7 +13,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
 
-// Waits follows requests for long polls and event streams (spec §12): the
+// Waits follows requests for long polls and event streams (docs/reference.md §12): the
 // store's notification hub (store.Hub) in serve.
 type Waits interface {
 	// Watch returns once a change of (tenant, id) made after it returns cannot
@@ -153,7 +153,7 @@ func (s *Server) watch(c *fiber.Ctx) (wa domain.Watch, sl *slot, err error) {
 	return wa, sl, nil
 }
 
-// longPoll answers GET /v1/requests/{id} with Prefer: wait=n (spec §12). A
+// longPoll answers GET /v1/requests/{id} with Prefer: wait=n (docs/reference.md §12). A
 // wait that has to wait is parked (park.go); the rest answer at once.
 func (s *Server) longPoll(c *fiber.Ctx, n int, v view) error {
 	wa, sl, err := s.watch(c)
@@ -199,15 +199,29 @@ func (s *Server) answerWait(c *fiber.Ctx, r *domain.Request, applied int, match 
 // answers. gone: the client went away (found within one heartbeat); nobody
 // reads the answer.
 func (s *Server) waitFor(wa domain.Watch, hw *heldWait, r *domain.Request) (_ *domain.Request, gone bool, _ error) {
+	// A re-read that failed (Redis slow or away for a moment) was to deliver a
+	// change: read again soon, backing off to once a second, rather than leave
+	// the change to the wait's end (found by internal/histories: long polls
+	// answered at their timer, the change 0.1 s after they began).
+	var reread <-chan time.Time
+	backoff := rereadFirst
 	for {
 		select {
+		case <-reread:
+			reread = nil
+			wa.Refresh()
 		case snap := <-wa.Changes():
 			if snap.Err != nil {
 				if domain.ErrorCode(snap.Err) == domain.NotFound {
 					return nil, false, snap.Err
 				}
-				continue // a re-read that failed (Redis flapping): the last read decides
+				if reread == nil {
+					reread = time.After(backoff)
+					backoff = min(2*backoff, rereadMax)
+				}
+				continue
 			}
+			backoff = rereadFirst
 			if snap.Request.Version != r.Version || snap.Request.Done {
 				return snap.Request, false, nil
 			}
@@ -226,6 +240,12 @@ func (s *Server) waitFor(wa domain.Watch, hw *heldWait, r *domain.Request) (_ *d
 		}
 	}
 }
+
+// The pauses before a held wait reads again after a failed read.
+const (
+	rereadFirst = 100 * time.Millisecond
+	rereadMax   = time.Second
+)
 
 func (s *Server) lastRead(wa domain.Watch) (*domain.Request, error) {
 	snap := domain.FinalRead(wa, s.opts.Wait.ReadTimeout)

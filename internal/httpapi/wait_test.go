@@ -561,7 +561,7 @@ func TestWaitsAcrossARedisRestart(t *testing.T) {
 	}
 }
 
-// TestCORS: spec §13, on every answer to an allowed origin.
+// TestCORS: docs/reference.md §13, on every answer to an allowed origin.
 func TestCORS(t *testing.T) {
 	p := newReplicaPair(t, testenv.Backends()[0], func(o *httpapi.Options) { o.CORSOrigins = []string{"https://app.example"} }, nil)
 	pre := func(origin string) httpResp {

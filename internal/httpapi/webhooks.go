@@ -10,7 +10,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/wire"
 )
 
-// The /v1/webhooks routes (spec §10), admin scope. Another tenant's endpoint
+// The /v1/webhooks routes (docs/reference.md §10), admin scope. Another tenant's endpoint
 // answers the same 404 as an unknown one.
 
 func (s *Server) registerWebhook(c *fiber.Ctx) error {

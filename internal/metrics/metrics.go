@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/asyncstatus/asyncstatus/internal/buildinfo"
+	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -175,9 +176,12 @@ func New(reg *prometheus.Registry) (*Metrics, error) {
 	// Series that alerts compare against exist from the start, at zero.
 	m.throttled.WithLabelValues(ReasonPolledTooEarly)
 	m.throttled.WithLabelValues(ReasonRateLimited)
-	for _, t := range [][2]string{{TransitionCreate, "queued"}, {TransitionProcessing, "processing"},
-		{TransitionComplete, "succeeded"}, {TransitionFail, "failed"}, {TransitionCancel, "cancelled"}} {
-		m.transitions.WithLabelValues(t[0], t[1])
+	for _, t := range []struct {
+		transition string
+		to         domain.Status
+	}{{TransitionCreate, domain.StatusQueued}, {TransitionProcessing, domain.StatusProcessing},
+		{TransitionComplete, domain.StatusSucceeded}, {TransitionFail, domain.StatusFailed}, {TransitionCancel, domain.StatusCancelled}} {
+		m.transitions.WithLabelValues(t.transition, string(t.to))
 	}
 	m.SetBuildInfo(buildinfo.Info{Version: "dev", GoVersion: runtime.Version()})
 	return m, nil
@@ -354,8 +358,8 @@ func (c *transitionCollector) Describe(ch chan<- *prometheus.Desc) { ch <- trans
 func (c *transitionCollector) Collect(ch chan<- prometheus.Metric) {
 	c.m.transitions.Collect(ch)
 	if s, ok := c.m.sweepStats(); ok {
-		ch <- prometheus.MustNewConstMetric(transitionsDesc, prometheus.CounterValue, float64(s.Expired), TransitionSweepExpire, "expired")
-		ch <- prometheus.MustNewConstMetric(transitionsDesc, prometheus.CounterValue, float64(s.Failed), TransitionSweepTimeout, "failed")
+		ch <- prometheus.MustNewConstMetric(transitionsDesc, prometheus.CounterValue, float64(s.Expired), TransitionSweepExpire, string(domain.StatusExpired))
+		ch <- prometheus.MustNewConstMetric(transitionsDesc, prometheus.CounterValue, float64(s.Failed), TransitionSweepTimeout, string(domain.StatusFailed))
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 // announcement, about a millisecond; the contract's bound is 100 ms.
 var wakeBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}
 
-// waitMetrics are the figures of waiting without polling (spec §12).
+// waitMetrics are the figures of waiting without polling (docs/reference.md §12).
 type waitMetrics struct {
 	held, streams prometheus.Gauge
 	wakeups       prometheus.Counter

@@ -1,4 +1,4 @@
-// Package ratelimit owns the rate policy of API v1 §5: the parsed rates
+// Package ratelimit owns the rate policy of docs/reference.md §5: the parsed rates
 // (Rates, which the store's scripts count for the calls they serve), the
 // spelling of the counters (CounterKeys), and a Limiter on ulule/limiter's
 // Redis store for the calls no script counts (listings, webhook management;

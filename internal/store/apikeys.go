@@ -102,7 +102,7 @@ func (s *Store) RevokeKey(ctx context.Context, id string) error {
 	return nil
 }
 
-// saveOperatorKey stores an operator key (spec §14): no tenant, "o" = "1", listed
+// saveOperatorKey stores an operator key (docs/reference.md §14): no tenant, "o" = "1", listed
 // in the operator key set. Two single-key commands, each on its own slot.
 func (s *Store) saveOperatorKey(ctx context.Context, k domain.APIKey) error {
 	if err := s.rdb.HSet(ctx, s.k.apiKey(k.ID), "t", "", "s", "0", "d", string(k.Digest[:]), "n", k.Name,

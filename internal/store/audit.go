@@ -39,7 +39,7 @@ const (
 // delete (idempotent replays excluded), which recorded an audit entry: the
 // name of the tenant's shard that holds it, as AuditTenants names it. f must
 // be quick and must not block: it runs on the request's path. nil removes it.
-func (s *Store) OnAudit(f func(tenant string)) {
+func (s *Store) OnAudit(f func(domain.ShardName)) {
 	if f == nil {
 		s.auditHook.f.Store(nil)
 		return
@@ -52,12 +52,12 @@ func (s *Store) OnAudit(f func(tenant string)) {
 // its shard s > 0 by "<tenant>:<n>" (shardName), since each shard has its own
 // audit stream. The drainer passes these names back to every other call; the
 // events it gets carry the tenant.
-func (s *Store) AuditTenants(ctx context.Context) ([]string, error) {
+func (s *Store) AuditTenants(ctx context.Context) ([]domain.ShardName, error) {
 	ts, err := s.tenantList(ctx)
-	if err != nil || s.opts.TenantShards == 1 {
-		return ts, err
+	if err != nil {
+		return nil, err
 	}
-	out := make([]string, 0, len(ts)*s.opts.TenantShards)
+	out := make([]domain.ShardName, 0, len(ts)*s.opts.TenantShards)
 	for _, t := range ts {
 		for _, tag := range s.tenantTags(t) {
 			out = append(out, shardName(tag))
@@ -70,9 +70,9 @@ func (s *Store) AuditTenants(ctx context.Context) ([]string, error) {
 // (XREADGROUP ">"). They are pending on consumer until AckAudit; if it dies,
 // ClaimStaleAudit lets another consumer take them over. A tenant's consumer
 // group is made on first use, from the start of its stream.
-func (s *Store) ReadAudit(ctx context.Context, consumer string, tenants []string, count int) ([]domain.AuditEvent, error) {
-	got, err := s.readNew(ctx, "read audit stream", auditGroup, consumer, tenants, func(t string) string { return s.k.audit(tagOf(t)) },
-		func(string) int64 { return int64(count) })
+func (s *Store) ReadAudit(ctx context.Context, consumer string, tenants []domain.ShardName, count int) ([]domain.AuditEvent, error) {
+	got, err := s.readNew(ctx, "read audit stream", auditGroup, consumer, tenants, func(t domain.ShardName) string { return s.k.audit(tagOf(t)) },
+		func(domain.ShardName) int64 { return int64(count) })
 	var out []domain.AuditEvent
 	for t, xs := range got {
 		out = append(out, s.decodeAudit(ctx, t, xs)...)
@@ -84,11 +84,11 @@ func (s *Store) ReadAudit(ctx context.Context, consumer string, tenants []string
 // that another consumer read more than minIdle ago and never acknowledged
 // (XAUTOCLAIM from the start of the pending list: one call per tenant, so a
 // tenant with more stale entries is finished on the next calls).
-func (s *Store) ClaimStaleAudit(ctx context.Context, consumer string, tenants []string, minIdle time.Duration, count int) ([]domain.AuditEvent, error) {
+func (s *Store) ClaimStaleAudit(ctx context.Context, consumer string, tenants []domain.ShardName, minIdle time.Duration, count int) ([]domain.AuditEvent, error) {
 	var out []domain.AuditEvent
 	var firstErr error
 	for len(tenants) > 0 {
-		chunk := tenants[:min(len(tenants), pipelineChunk)]
+		chunk := tenants[:min(len(tenants), pipelineBatch)]
 		tenants = tenants[len(chunk):]
 		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 		cmds := make([]*redis.XAutoClaimCmd, len(chunk))
@@ -114,7 +114,7 @@ func (s *Store) ClaimStaleAudit(ctx context.Context, consumer string, tenants []
 // decodeAudit decodes audit entries. One that does not decode (written by
 // hand, or by a later version) is acknowledged and deleted, so that it is not
 // handed out again and again; it cannot carry an event, so nothing is lost.
-func (s *Store) decodeAudit(ctx context.Context, tenant string, xs []redis.XMessage) []domain.AuditEvent {
+func (s *Store) decodeAudit(ctx context.Context, tenant domain.ShardName, xs []redis.XMessage) []domain.AuditEvent {
 	return decodeStream(ctx, s, s.k.audit(tagOf(tenant)), auditGroup, xs, func(x redis.XMessage) (domain.AuditEvent, bool) {
 		return decodeAuditEntry(tenant, x)
 	})
@@ -123,7 +123,7 @@ func (s *Store) decodeAudit(ctx context.Context, tenant string, xs []redis.XMess
 // decodeAuditEntry reads an entry's one field, e: request id, version, seq,
 // from, to, by, at (unix ms), request type, failure code, joined by byte 31
 // (audit_add in lib.lua).
-func decodeAuditEntry(tenant string, x redis.XMessage) (domain.AuditEvent, bool) {
+func decodeAuditEntry(tenant domain.ShardName, x redis.XMessage) (domain.AuditEvent, bool) {
 	v, _ := x.Values["e"].(string)
 	f := strings.Split(v, "\x1f")
 	if len(f) != 9 || !validID(f[0]) {
@@ -138,8 +138,8 @@ func decodeAuditEntry(tenant string, x redis.XMessage) (domain.AuditEvent, bool)
 	// Entry names the shard's stream too, where it is not the tenant's shard 0
 	// (AckAudit reads it back with auditEntry).
 	entry := x.ID
-	if t := tenantOf(tenant); t != tenant {
-		entry = x.ID + "@" + tenant
+	if t := tenantOf(tenant); t != string(tenant) {
+		entry = x.ID + "@" + string(tenant)
 	}
 	e := domain.AuditEvent{EventID: "evt_" + f[0] + "_" + f[1], Tenant: tenantOf(tenant), RequestID: f[0], RequestType: f[7],
 		Seq: seq, By: f[5], At: domain.TimeMs(at), Version: ver, FailureCode: f[8], Entry: entry}
@@ -172,9 +172,9 @@ func decodeAuditEntry(tenant string, x redis.XMessage) (domain.AuditEvent, bool)
 // read meanwhile by other consumers are newer than that. Acknowledged entries
 // above an older pending one (another replica's batch) are deleted with XDEL.
 func (s *Store) AckAudit(ctx context.Context, evs []domain.AuditEvent) error {
-	byTenant := map[string][]string{}
-	newest := map[string]string{}
-	var order []string
+	byTenant := map[domain.ShardName][]string{}
+	newest := map[domain.ShardName]string{}
+	var order []domain.ShardName
 	for _, e := range evs {
 		id, name := auditEntry(e)
 		if _, ok := byTenant[name]; !ok {
@@ -186,7 +186,7 @@ func (s *Store) AckAudit(ctx context.Context, evs []domain.AuditEvent) error {
 		}
 	}
 	for len(order) > 0 {
-		chunk := order[:min(len(order), pipelineChunk)]
+		chunk := order[:min(len(order), pipelineBatch)]
 		order = order[len(chunk):]
 		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 		pending := make([]*redis.XPendingCmd, len(chunk))
@@ -233,11 +233,11 @@ func (s *Store) AckAudit(ctx context.Context, evs []domain.AuditEvent) error {
 
 // auditEntry is where e waits: its stream entry id, and the name of its
 // shard (the tenant for shard 0; see decodeAuditEntry).
-func auditEntry(e domain.AuditEvent) (id, name string) {
+func auditEntry(e domain.AuditEvent) (id string, name domain.ShardName) {
 	if id, name, ok := strings.Cut(e.Entry, "@"); ok {
-		return id, name
+		return id, domain.ShardName(name)
 	}
-	return e.Entry, e.Tenant
+	return e.Entry, domain.ShardName(e.Tenant)
 }
 
 // streamIDLess orders stream entry ids ("<ms>-<seq>"); "" is below every id.
@@ -266,10 +266,10 @@ func nextStreamID(id string) string {
 
 // AuditBacklog reads, for each tenant, how many audit entries wait in its
 // stream and how many events were not recorded at the bound (not yet reported).
-func (s *Store) AuditBacklog(ctx context.Context, tenants []string) ([]domain.AuditBacklog, error) {
+func (s *Store) AuditBacklog(ctx context.Context, tenants []domain.ShardName) ([]domain.AuditBacklog, error) {
 	out := make([]domain.AuditBacklog, 0, len(tenants))
 	for len(tenants) > 0 {
-		chunk := tenants[:min(len(tenants), pipelineChunk)]
+		chunk := tenants[:min(len(tenants), pipelineBatch)]
 		tenants = tenants[len(chunk):]
 		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 		lens := make([]*redis.IntCmd, len(chunk))
@@ -294,7 +294,7 @@ func (s *Store) AuditBacklog(ctx context.Context, tenants []string) ([]domain.Au
 }
 
 // ForgetAuditDropped subtracts n reported drops from tenant's count.
-func (s *Store) ForgetAuditDropped(ctx context.Context, tenant string, n int64) error {
+func (s *Store) ForgetAuditDropped(ctx context.Context, tenant domain.ShardName, n int64) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
 	if err := s.rdb.HIncrBy(ctx, s.k.meta(tagOf(tenant)), auditDroppedField, -n).Err(); err != nil {
@@ -306,6 +306,6 @@ func (s *Store) ForgetAuditDropped(ctx context.Context, tenant string, n int64) 
 // ReapAuditConsumers removes from a tenant's audit group the consumers (drainers
 // of replicas that are gone) idle longer than idle with nothing pending, except
 // self. It returns how many it removed.
-func (s *Store) ReapAuditConsumers(ctx context.Context, tenant, self string, idle time.Duration) (int, error) {
+func (s *Store) ReapAuditConsumers(ctx context.Context, tenant domain.ShardName, self string, idle time.Duration) (int, error) {
 	return s.reapConsumers(ctx, s.k.audit(tagOf(tenant)), auditGroup, self, idle)
 }

@@ -42,10 +42,10 @@ func (f *fixture) readAllAudit(tb testing.TB, consumer, tenant string) []domain.
 
 // auditNames are the names the drainer knows tenant's shards by (AuditTenants):
 // the tenant for shard 0, "<tenant>:<n>" for the others.
-func (f *fixture) auditNames(tenant string) []string {
-	var out []string
+func (f *fixture) auditNames(tenant string) []domain.ShardName {
+	var out []domain.ShardName
 	for _, tag := range store.TenantTags(f.s, tenant) {
-		out = append(out, strings.Trim(tag, "{}"))
+		out = append(out, domain.ShardName(strings.Trim(tag, "{}")))
 	}
 	return out
 }
@@ -228,8 +228,8 @@ func TestAuditBound(t *testing.T) {
 			t.Fatalf("record %+v", got)
 		}
 		// the request's shard, by the name the drainer knows it by
-		sh := strings.Trim(store.IDTag(f.s, "acme", r.ID), "{}")
-		bl, err := f.s.AuditBacklog(ctx, []string{sh, "other"})
+		sh := domain.ShardName(strings.Trim(store.IDTag(f.s, "acme", r.ID), "{}"))
+		bl, err := f.s.AuditBacklog(ctx, []domain.ShardName{sh, "other"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -247,7 +247,7 @@ func TestAuditBound(t *testing.T) {
 		if err := f.s.DeleteBy(ctx, "acme", r.ID, "key_a"); err != nil {
 			t.Fatal(err)
 		}
-		bl, err = f.s.AuditBacklog(ctx, []string{sh})
+		bl, err = f.s.AuditBacklog(ctx, []domain.ShardName{sh})
 		if err != nil || bl[0] != (domain.AuditBacklog{Tenant: sh, Waiting: 1}) {
 			t.Fatalf("backlog after the drain %+v %v", bl, err)
 		}
@@ -355,10 +355,10 @@ func TestUndecodableStreamEntriesDropped(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if msgs, err := f.s.ReadOutbox(ctx, "c1", map[string]int{"acme": 10}); err != nil || len(msgs) != 0 {
+		if msgs, err := f.s.ReadOutbox(ctx, "c1", map[domain.ShardName]int{"acme": 10}); err != nil || len(msgs) != 0 {
 			t.Fatalf("outbox: %+v %v", msgs, err)
 		}
-		if evs, err := f.s.ReadAudit(ctx, "c1", []string{"acme"}, 10); err != nil || len(evs) != 0 {
+		if evs, err := f.s.ReadAudit(ctx, "c1", []domain.ShardName{"acme"}, 10); err != nil || len(evs) != 0 {
 			t.Fatalf("audit: %+v %v", evs, err)
 		}
 		for _, key := range []string{outbox, audit} {

@@ -108,27 +108,15 @@ type indexProbe struct {
 // pipeline, with whatever more adds to it.
 func (s *Store) probeIndexes(ctx context.Context, tenant string, types []string, more func(redis.Pipeliner)) ([]indexProbe, error) {
 	var probes []indexProbe
-	tags := s.tenantTags(tenant)
-	// Over in-memory pipes (no autopipeline: the embedded store) one pipeline
-	// per shard, which they carry without deadlock (pipelineChunk).
-	step := len(tags)
-	if s.ap == nil {
-		step = 1
-	}
-	for len(tags) > 0 {
-		chunk := tags[:min(step, len(tags))]
-		tags = tags[len(chunk):]
-		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			if more != nil {
-				more(p)
-				more = nil
-			}
-			probes = s.queueProbes(ctx, p, chunk, types, probes)
-			return nil
-		})
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return nil, backend("summarise tenant "+tenant, err)
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		if more != nil {
+			more(p)
 		}
+		probes = s.queueProbes(ctx, p, s.tenantTags(tenant), types, probes)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, backend("summarise tenant "+tenant, err)
 	}
 	return probes, nil
 }
@@ -150,7 +138,7 @@ func (s *Store) queueProbes(ctx context.Context, p redis.Pipeliner, tags, types 
 	return probes
 }
 
-// Console sessions and one-time sign-in tokens (spec §14) are kept under the
+// Console sessions and one-time sign-in tokens (docs/reference.md §14) are kept under the
 // SHA-256 digest of their secret only, outside every tenant slot, each in one
 // key read and written by single-key commands.
 

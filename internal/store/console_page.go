@@ -10,26 +10,15 @@ import (
 )
 
 // ReadTenantPage reads what the console's requests page shows, in about the
-// time of List alone (spec §14: "a page of 50 requests renders in about the
+// time of List alone (docs/reference.md §14: "a page of 50 requests renders in about the
 // time of one list call"): List(f) of tenant, TenantSummary of tenant and, when
 // sessionDigest is not "", the console session stored under it. The summary's
 // and the session's commands ride the pipeline that reads the page's records,
 // so they cost no round trip of their own; they get one when no record is read
-// (an empty or refused page). Over in-memory pipes (no autopipeline: the
-// embedded store) the three are read one after the other, since a pipeline must
-// stay small there (pipelineChunk). err is the summary's failure; the
-// listing's and the session's are in the page.
+// (an empty or refused page). err is the summary's failure; the listing's and
+// the session's are in the page.
 func (s *Store) ReadTenantPage(ctx context.Context, tenant string, f domain.ListFilter, sessionDigest string) (domain.TenantPage, error) {
 	var out domain.TenantPage
-	if s.ap == nil {
-		out.Page, out.ListErr = s.List(ctx, tenant, f)
-		sum, err := s.TenantSummary(ctx, tenant)
-		out.Summary = sum
-		if sessionDigest != "" {
-			out.Session, out.SessionErr = s.ConsoleSession(ctx, sessionDigest)
-		}
-		return out, err
-	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
 	known := s.knownTypes(tenant)

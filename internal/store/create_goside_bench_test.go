@@ -16,6 +16,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
 	"github.com/asyncstatus/asyncstatus/internal/store"
+	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 
 // cannedRedis answers every command without a server: a script call "0", with
@@ -54,7 +55,7 @@ func (cannedRedis) ProcessHook(redis.ProcessHook) redis.ProcessHook {
 // allocations per call, without Redis or a network. counted: the write limits
 // are counted in the script (Options.RateLimits, as serve configures them).
 func BenchmarkCreateGoSide(b *testing.B) {
-	raw, err := os.ReadFile("../../../shared/bench/reference-request.json")
+	raw, err := os.ReadFile(testenv.ReferencePath(b))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
 
-// Durability of acknowledged writes (spec §11).
+// Durability of acknowledged writes (docs/reference.md §11).
 //
 // A write is acknowledged (2xx) only after Redis has applied it atomically: one Lua
 // script. With Options.WaitReplicas = n > 0 it is acknowledged only after
@@ -173,12 +173,10 @@ func (s *Store) runWaited(ctx context.Context, sc *script, keys []string, args [
 			return reply{}, s.scriptFailed(sc, err)
 		}
 		pipe := node.Pipeline()
-		var run *redis.Cmd
-		if eval {
-			run = sc.Eval(ctx, pipe, keys, args...)
-		} else {
-			run = sc.EvalSha(ctx, pipe, keys, args...)
-		}
+		// Sent once (onceCmd): a pipeline that holds it is never resent by
+		// go-redis, so a write whose answer was lost cannot run twice.
+		run := scriptCmd(ctx, sc, eval, keys, args)
+		_ = pipe.Process(ctx, onceCmd{run})
 		if barrier != "" {
 			pipe.Set(ctx, barrier, "1", barrierTTL)
 		}
@@ -200,9 +198,14 @@ func (s *Store) runWaited(ctx context.Context, sc *script, keys []string, args [
 			return reply{}, s.scriptFailed(sc, err)
 		}
 		r, err := decodeReply(v)
-		if err != nil || !writeOutcome(r.code) {
+		if err != nil || !(writeOutcome(r.code) || r.code == codeTerminal) {
 			return r, err
 		}
+		// A write outcome, or ALREADY_TERMINAL: its 409 tells the caller that the
+		// request is over and how, and that state may be a write the replicas do
+		// not have yet (one answered 503). It is answered once WAIT confirms
+		// everything the master applied (the barrier), so that no failover can
+		// lose the terminal state a 409 named.
 		n, err := wait.Result()
 		if err != nil {
 			if isRedisDown(err) {

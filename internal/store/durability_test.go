@@ -68,7 +68,7 @@ func createWithKey(s *store.Store, tenant, key string) (*domain.Request, bool, e
 		Input: domain.CreateInput{Type: "export", Context: json.RawMessage(`{"a":1}`)}})
 }
 
-// wantUnknownOutcome checks that err is the 503 of §11 that says the write may or
+// wantUnknownOutcome checks that err is the 503 of docs/reference.md §11 that says the write may or
 // may not have been applied and that a retry with the same key is safe.
 func wantUnknownOutcome(t *testing.T, what string, err error) {
 	t.Helper()
@@ -143,6 +143,16 @@ func TestWaitReplicas(t *testing.T) {
 		wantUnknownOutcome(t, "retried create from a fresh connection while the replica is hung", err)
 		_, err = s.Cancel(ctx, domain.TransitionParams{Tenant: "acme", ID: before.ID, By: "key_a", IdemKey: "c1"}, domain.CancelInput{})
 		wantUnknownOutcome(t, "cancel while the replica is hung", err)
+		// That cancel is on the master, not confirmed: a 409 naming it would tell a
+		// worker the request is over when a failover can still lose the cancel.
+		complete := func() error {
+			_, err := s.Complete(ctx, domain.TransitionParams{Tenant: "acme", ID: before.ID, By: "key_a"},
+				domain.CompleteInput{ResultType: "answer", Result: json.RawMessage(`{"x":1}`)})
+			return err
+		}
+		if err := complete(); domain.ErrorCode(err) != domain.BackendUnavailable {
+			t.Fatalf("complete after an unconfirmed cancel, while the replica is hung: %v, want BACKEND_UNAVAILABLE", err)
+		}
 		// Reads do not wait.
 		if _, _, err := pollOf(s, "acme", before.ID, ""); err != nil {
 			t.Fatalf("poll while the replica is hung: %v", err)
@@ -155,6 +165,9 @@ func TestWaitReplicas(t *testing.T) {
 		c, err := s.Cancel(ctx, domain.TransitionParams{Tenant: "acme", ID: before.ID, By: "key_a", IdemKey: "c1"}, domain.CancelInput{})
 		if err != nil || c.Status != domain.StatusCancelled {
 			t.Fatalf("retried cancel: %v %v", c, err)
+		}
+		if err := complete(); domain.ErrorCode(err) != domain.AlreadyTerminal {
+			t.Fatalf("complete after the confirmed cancel: %v, want ASYNC_REQUEST_ALREADY_TERMINAL", err)
 		}
 		// The replayed request is now also on the replica.
 		keys, _ := fromReplica.Keys(ctx, "*"+r.ID).Result()

@@ -1,16 +1,18 @@
 package store
 
 import (
-	"context"
-	"net"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/asyncstatus/asyncstatus/internal/memconn"
 )
 
 // Embedded is the in-process store used when no Redis is configured: a miniredis
-// reached through in-memory pipes. miniredis never expires keys by itself, so a
+// reached through in-memory pipes, each buffered like a socket
+// (internal/memconn), so that pipelines and subscriptions work on it exactly
+// as on Redis. miniredis never expires keys by itself, so a
 // ticker moves its clock on with the wall clock; correctness never depends on it,
 // because every record also carries its expires_at and the scripts check it.
 type Embedded struct {
@@ -25,7 +27,7 @@ func NewEmbedded() (*Embedded, error) {
 	// No TCP listener: the client dials in-memory pipes.
 	m := miniredis.NewMiniRedis()
 	c := redis.NewClient(&redis.Options{
-		Dialer:          func(ctx context.Context, _, _ string) (net.Conn, error) { return m.Dial() },
+		Dialer:          memconn.Dialer(m.Dial),
 		DisableIdentity: true,
 		Protocol:        2,
 	})

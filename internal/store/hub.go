@@ -15,7 +15,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
 
-// Hub is one replica's notification hub for waiting without polling (spec §12).
+// Hub is one replica's notification hub for waiting without polling (docs/reference.md §12).
 // The scripts that change or remove a record announce "<id>,<version>" on its
 // change channel (keys.changes, one per hash tag) in the same atomic step; the
 // hub holds one subscription connection per shard that has watched channels
@@ -41,8 +41,6 @@ type Hub struct {
 	opts HubOptions
 	// cluster is set on a Redis Cluster: channels are placed on their slot's master.
 	cluster *redis.ClusterClient
-	// sub opens the subscription connections off a Cluster (subscriptionClient).
-	sub redis.UniversalClient
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -129,7 +127,6 @@ func (s *Store) NewHub(o HubOptions) *Hub {
 	h := &Hub{s: s, opts: o, kick: make(chan struct{}, 1),
 		channels: map[string]*hubChannel{}, shards: map[string]*hubShard{}}
 	h.cluster, _ = s.rdb.(*redis.ClusterClient)
-	h.sub = subscriptionClient(s.rdb)
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.wg.Add(1)
 	go h.placer()
@@ -152,9 +149,6 @@ func (h *Hub) Close() {
 		_ = sh.ps.Close()
 	}
 	h.wg.Wait()
-	if h.sub != h.s.rdb {
-		_ = h.sub.Close()
-	}
 }
 
 // Watching is the number of open watches.
@@ -446,7 +440,7 @@ func (h *Hub) unplaced() []*hubChannel {
 func (h *Hub) place(ch *hubChannel) error {
 	ctx, cancel := context.WithTimeout(h.ctx, h.s.opts.OpTimeout)
 	defer cancel()
-	node, addr := h.sub, ""
+	node, addr := h.s.rdb, ""
 	if h.cluster != nil {
 		c, err := h.cluster.MasterForKey(ctx, ch.name)
 		if err != nil {
@@ -553,15 +547,13 @@ func (h *Hub) receive(sh *hubShard) {
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() && !pinged {
-				// Pinged from elsewhere: on the embedded store's in-memory
-				// pipe, a write waits for the other end to read, and the other
-				// end may be waiting for this goroutine to read a message.
+				// Quiet for a while: a PING, whose pong the next receive
+				// reads, tells a live connection from a dead one.
 				pinged = true
-				go func() {
-					if err := sh.ps.Ping(h.ctx); err != nil {
-						h.lost(sh, err)
-					}
-				}()
+				if err := sh.ps.Ping(h.ctx); err != nil {
+					h.lost(sh, err)
+					return
+				}
 				continue
 			}
 			h.lost(sh, err)

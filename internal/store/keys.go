@@ -137,7 +137,7 @@ func (k keys) rateCounters(tag, scope, credential string) (cred, tenantWide stri
 // tenant is known, and no script touches it.
 func (k keys) apiKey(id string) string { return k.prefix + ":key:" + id }
 
-// operatorKeys: set of the ids of the operator keys (spec §14), which belong to
+// operatorKeys: set of the ids of the operator keys (docs/reference.md §14), which belong to
 // no tenant.
 func (k keys) operatorKeys() string { return k.prefix + ":operator-keys" }
 
@@ -160,7 +160,7 @@ func (k keys) tenants() string { return k.prefix + ":tenants" }
 // that it stays in their slot: each tenant shard has its own stream.
 func (k keys) audit(tag string) string { return k.prefix + ":" + tag + ":au" }
 
-// Webhooks (spec §10, store/webhooks.go).
+// Webhooks (docs/reference.md §10, store/webhooks.go).
 
 // webhook: hash describing one endpoint (u url, ev event letters, d description,
 // ca created ms, k secret sealed with AES-GCM). No TTL.
@@ -191,13 +191,3 @@ func (k keys) webhookLog(tag, id string) string { return k.prefix + ":" + tag + 
 // dispatchers walk it. Outside every tenant slot: written with single-key SADD
 // and SREM only, never in a script.
 func (k keys) webhookTenants() string { return k.prefix + ":webhook-tenants" }
-
-var statusCode = map[domain.Status]string{
-	domain.StatusQueued: "q", domain.StatusProcessing: "p", domain.StatusSucceeded: "s",
-	domain.StatusFailed: "f", domain.StatusCancelled: "c", domain.StatusExpired: "e",
-}
-
-var codeStatus = map[string]domain.Status{
-	"q": domain.StatusQueued, "p": domain.StatusProcessing, "s": domain.StatusSucceeded,
-	"f": domain.StatusFailed, "c": domain.StatusCancelled, "e": domain.StatusExpired,
-}

@@ -32,7 +32,7 @@ type position struct {
 	id string
 }
 
-// List answers one page of a tenant's requests, newest first (spec §4). See
+// List answers one page of a tenant's requests, newest first (docs/reference.md §4). See
 // scripts/lua/list.lua for the plan and docs/listing.md for the costs.
 func (s *Store) List(ctx context.Context, tenant string, f domain.ListFilter) (*domain.ListPage, error) {
 	if f.IDs != nil {
@@ -89,7 +89,8 @@ func (s *Store) list(ctx context.Context, tenant string, f domain.ListFilter, al
 	// The lazy plan (list.lua) needs every writer to keep the index-head
 	// summary; a deployment runs S > 1 only once every replica runs this
 	// version (a Cluster upgrading pins S = 1 for its rollout:
-	// docs/operations.md), so it is used there. One shard reads as before.
+	// docs/operations.md), so it is used there. One shard reads its indexes
+	// directly: there is nothing to merge.
 	q := listQuery{tags: tags, letters: letters, typ: f.Type, minScore: minScore, lazy: len(tags) > 1 && f.Type == "",
 		labels: string(f.LabelSelector)}
 	groups := s.shardGroups(ctx, tags)
@@ -336,36 +337,26 @@ func (s *Store) hydrate(ctx context.Context, tenant string, ids []listed, also f
 	vals := make([]any, len(ids))
 	cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
-	// Over in-memory pipes (no autopipeline: the embedded store) one MGET at a
-	// time: a pipeline of several would deadlock them (pipelineChunk).
-	step := len(order)
-	if s.ap == nil {
-		step = 1
-	}
-	for len(order) > 0 {
-		chunk := order[:min(step, len(order))]
-		order = order[len(chunk):]
-		cmds := make([]*redis.SliceCmd, len(chunk))
-		_, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
-			if also != nil {
-				also(p)
-			}
-			for j, g := range chunk {
-				keys := make([]string, len(byGroup[g]))
-				for n, i := range byGroup[g] {
-					keys[n] = s.k.record(s.tag(tenant, ids[i].shard), ids[i].id)
-				}
-				cmds[j] = p.MGet(cctx, keys...)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, backend("list requests: read records", err)
+	cmds := make([]*redis.SliceCmd, len(order))
+	_, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
+		if also != nil {
+			also(p)
 		}
-		for j, g := range chunk {
-			for n, v := range cmds[j].Val() {
-				vals[byGroup[g][n]] = v
+		for j, g := range order {
+			keys := make([]string, len(byGroup[g]))
+			for n, i := range byGroup[g] {
+				keys[n] = s.k.record(s.tag(tenant, ids[i].shard), ids[i].id)
 			}
+			cmds[j] = p.MGet(cctx, keys...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, backend("list requests: read records", err)
+	}
+	for j, g := range order {
+		for n, v := range cmds[j].Val() {
+			vals[byGroup[g][n]] = v
 		}
 	}
 	now := s.now().UnixMilli()

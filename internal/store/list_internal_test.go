@@ -3,13 +3,13 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/memconn"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 
@@ -90,7 +90,7 @@ func TestHydrate(t *testing.T) {
 func TestLongPageOnMiniredis(t *testing.T) {
 	ctx := context.Background()
 	m := testenv.Miniredis(t)
-	rdb := redis.NewClient(&redis.Options{Dialer: func(context.Context, string, string) (net.Conn, error) { return m.Dial() }, DisableIdentity: true})
+	rdb := redis.NewClient(&redis.Options{Dialer: memconn.Dialer(m.Dial), DisableIdentity: true})
 	defer rdb.Close()
 	s, err := New(rdb, Options{Prefix: "as", OpTimeout: 2 * time.Second})
 	if err != nil {

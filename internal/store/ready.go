@@ -3,13 +3,12 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
-
-// clusterSlots is the number of hash slots of a Redis Cluster.
-const clusterSlots = 16384
 
 // Ready checks that Redis answers and has the scripts, loading them where they
 // are missing (a restart empties the script cache).
@@ -100,45 +99,21 @@ func (s *Store) slotMasters(ctx context.Context, cc *redis.ClusterClient) ([]*re
 	return masters, nil
 }
 
-// keyInSlot returns a key that hashes to slot, found once and then remembered
-// (a slot map has a handful of ranges and rarely changes).
-func (s *Store) keyInSlot(slot int) string {
-	s.mu.Lock()
-	k, ok := s.slotKeys[slot]
-	s.mu.Unlock()
-	if ok {
-		return k
+// ServerConfig reads Redis configuration parameters (CONFIG GET), for the
+// start-up checks of the settings docs/operations.md requires. The embedded
+// store has no CONFIG: it answers an error.
+func (s *Store) ServerConfig(ctx context.Context, params ...string) (map[string]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+	defer cancel()
+	args := []any{"config", "get"}
+	for _, p := range params {
+		args = append(args, p)
 	}
-	// About 16,384 tries on average, each a CRC of a few bytes: well under a
-	// millisecond, once per slot, and outside the lock creates also take.
-	for i := 0; ; i++ {
-		if k = strconv.Itoa(i); keySlot(k) == slot {
-			break
-		}
+	cmd := redis.NewMapStringStringCmd(ctx, args...)
+	_ = s.rdb.Process(ctx, cmd)
+	v, err := cmd.Result()
+	if err != nil {
+		return nil, fmt.Errorf("config get %s: %w", strings.Join(params, " "), err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.slotKeys == nil {
-		s.slotKeys = map[int]string{}
-	}
-	s.slotKeys[slot] = k
-	return k
-}
-
-// keySlot is Redis Cluster's slot of a key without a hash tag: CRC16
-// (XMODEM: polynomial 0x1021, initial value 0) modulo 16384. go-redis has the
-// same function, but in an internal package.
-func keySlot(key string) int {
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return int(crc) % clusterSlots
+	return v, nil
 }

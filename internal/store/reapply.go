@@ -37,7 +37,7 @@ type ReapplyOptions struct {
 }
 
 // ReapplyRetention applies the store's current retention options to every
-// existing terminal record (spec §6, `asyncstatus retention reapply`). Running
+// existing terminal record (docs/reference.md §6, `asyncstatus retention reapply`). Running
 // it twice, or alongside serving replicas, is harmless: each record is updated
 // in one script call that re-reads it.
 func (s *Store) ReapplyRetention(ctx context.Context, o ReapplyOptions) (ReapplyProgress, error) {
@@ -70,7 +70,10 @@ func (s *Store) ReapplyRetention(ctx context.Context, o ReapplyOptions) (Reapply
 				if !ok {
 					continue
 				}
-				for _, st := range []domain.Status{domain.StatusSucceeded, domain.StatusFailed, domain.StatusCancelled, domain.StatusExpired} {
+				for _, st := range domain.Statuses {
+					if !st.Terminal() {
+						continue
+					}
 					if err := s.reapplySet(ctx, tag, s.k.index(tag, st, typ), o.DryRun, &p, report); err != nil {
 						return p, err
 					}

@@ -76,7 +76,8 @@ func recordConstants() []luaConst {
 func newRecord(typ, createdBy string, context json.RawMessage, labels domain.Labels) string {
 	var b strings.Builder
 	b.Grow(25 + len(typ) + len(createdBy) + len(context) + len(labels))
-	b.WriteString("q\x1f1\x1f")
+	b.WriteString(statusCode[domain.StatusQueued])
+	b.WriteString("\x1f1\x1f")
 	b.WriteString(typ)
 	b.WriteString("\x1f\x1f")
 	b.WriteString(createdBy)

@@ -1,9 +1,7 @@
 package store
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"io/fs"
 	"strings"
 	"testing"
@@ -11,7 +9,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
-	"github.com/asyncstatus/asyncstatus/internal/testenv"
 	lua "github.com/asyncstatus/asyncstatus/scripts/lua"
 )
 
@@ -154,15 +151,5 @@ func TestRecordLayoutConstants(t *testing.T) {
 	}
 	rec := newRecord("report.v1", "key_a", []byte(`{"a":1}`), "")
 	want := []any{int64(recordFields), "q", "report.v1", "key_a", `{"a":1}`, "", int64(1), "q", "report.v1", ""}
-	for _, b := range testenv.Backends() {
-		t.Run(b.Name, func(t *testing.T) {
-			got, err := b.Client(t).Eval(context.Background(), src, []string{"{t}k"}, rec).Slice()
-			if err != nil {
-				t.Fatalf("%v\n%s", err, src)
-			}
-			if fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Fatalf("got %q, want %q", got, want)
-			}
-		})
-	}
+	evalOnEveryBackend(t, src, want, rec)
 }

@@ -28,6 +28,8 @@ type script struct {
 	// they wait for replicas, and one that may have run unanswered is
 	// "outcome unknown").
 	ack bool
+	// src is the script's text, for EVAL after a NOSCRIPT.
+	src string
 }
 
 // scripts are the loaded scripts, each with the constants and the parts of
@@ -66,14 +68,14 @@ var registry = []struct {
 }
 
 func loadScripts(consts []luaConst) (scripts, error) {
-	consts = append(recordConstants(), consts...)
+	consts = append(append(recordConstants(), statusConstants()...), consts...)
 	var s scripts
 	for _, x := range registry {
-		rs, err := readScript(x.file, consts)
+		src, err := readScript(x.file, consts)
 		if err != nil {
 			return scripts{}, err
 		}
-		*x.slot(&s) = &script{Script: rs, name: strings.TrimSuffix(x.file, ".lua"), ack: x.ack}
+		*x.slot(&s) = &script{Script: redis.NewScript(src), name: strings.TrimSuffix(x.file, ".lua"), ack: x.ack, src: src}
 	}
 	return s, nil
 }
@@ -91,25 +93,28 @@ func (s *scripts) all() []*script {
 // definitions of the configuration, written by luaConstants) and the parts of
 // lib.lua it uses prepended. Redis runs a script's whole text on every call,
 // so a constant it does not use costs an assignment per call for nothing.
-func readScript(name string, cs []luaConst) (*redis.Script, error) {
+func readScript(name string, cs []luaConst) (string, error) {
 	lib, err := fs.ReadFile(lua.FS, "lib.lua")
 	if err != nil {
-		return nil, fmt.Errorf("read lib.lua: %w", err)
+		return "", fmt.Errorf("read lib.lua: %w", err)
 	}
 	b, err := fs.ReadFile(lua.FS, name)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", name, err)
+		return "", fmt.Errorf("read %s: %w", name, err)
 	}
 	src, err := assemble(string(lib), string(b), cs)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return "", fmt.Errorf("%s: %w", name, err)
 	}
-	return redis.NewScript(src), nil
+	return src, nil
 }
 
 func isInline(c luaConst) bool {
-	_, ok := c.v.(inlineInt)
-	return ok
+	switch c.v.(type) {
+	case inlineInt, inlineLua:
+		return true
+	}
+	return false
 }
 
 // assemble is the text of a script body: the constants of cs it uses, the
@@ -128,7 +133,11 @@ func assemble(lib, body string, cs []luaConst) (string, error) {
 		switch {
 		case !used[c.name]:
 		case isInline(c):
-			inline[c.name] = strconv.FormatInt(int64(c.v.(inlineInt)), 10)
+			if v, ok := c.v.(inlineInt); ok {
+				inline[c.name] = strconv.FormatInt(int64(v), 10)
+			} else {
+				inline[c.name] = string(c.v.(inlineLua))
+			}
 		default:
 			mine = append(mine, c)
 		}
@@ -147,7 +156,7 @@ func assemble(lib, body string, cs []luaConst) (string, error) {
 // luaConst is one configuration value a script reads as a constant.
 type luaConst struct {
 	name string
-	v    any // int64 or float64: a Lua number; string: a Lua string; inlineInt
+	v    any // int64 or float64: a Lua number; string: a Lua string; inlineInt, inlineLua
 }
 
 // inlineInt is a constant written where its name stands, as a number literal,
@@ -156,6 +165,10 @@ type luaConst struct {
 // more instructions in Redis.
 type inlineInt int64
 
+// inlineLua is a constant written where its name stands as this Lua source
+// text (a string literal, a table constructor): the status letters.
+type inlineLua string
+
 // luaConstants writes cs as Lua local definitions. Settings reach the scripts
 // this way rather than as ARGV because Redis parses every argument of every
 // call and makes a Lua string of it, and the scripts then convert numbers back
@@ -163,7 +176,7 @@ type inlineInt int64
 // configuration is its own script text (its own SHA1), loaded like any other.
 // Values Redis commands take (a TTL, a MAXLEN) stay strings, as every number
 // given to redis.call should: Lua number formatting differs between Redis and
-// the embedded store (shared/notes/pitfalls.md).
+// the embedded store (docs/pitfalls.md).
 func luaConstants(cs []luaConst) string {
 	var b strings.Builder
 	for _, c := range cs {
@@ -531,8 +544,6 @@ func (s *Store) runList(ctx context.Context, calls []scriptCall, first bool, tag
 // sends each master its calls together and the masters in parallel: one
 // round trip per master), EVALSHA first and EVAL again for all when Redis lost
 // the script. The replies are in calls' order; any failed call fails all.
-// Over in-memory pipes (no autopipeline: the embedded store) the pipeline is
-// cut into pipelineChunk/3 calls, which they carry without deadlock.
 // Redis that lost the script gets it loaded (SCRIPT LOAD) and the calls again.
 func (s *Store) runEach(ctx context.Context, sc *script, calls []scriptCall) ([]reply, error) {
 	if len(calls) == 1 {
@@ -541,51 +552,43 @@ func (s *Store) runEach(ctx context.Context, sc *script, calls []scriptCall) ([]
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
-	step := len(calls)
-	if s.ap == nil {
-		step = pipelineChunk / 3
+	start := time.Now()
+	cmds := make([]*redis.Cmd, len(calls))
+	exec := func() error {
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, c := range calls {
+				cmds[i] = sc.EvalSha(ctx, p, c.keys, c.args...)
+			}
+			return nil
+		})
+		return err
 	}
-	out := make([]reply, 0, len(calls))
-	for len(calls) > 0 {
-		chunk := calls[:min(step, len(calls))]
-		calls = calls[len(chunk):]
-		start := time.Now()
-		cmds := make([]*redis.Cmd, len(chunk))
-		exec := func() error {
-			_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-				for i, c := range chunk {
-					cmds[i] = sc.EvalSha(ctx, p, c.keys, c.args...)
-				}
-				return nil
-			})
-			return err
+	err := exec()
+	if err != nil && slices.ContainsFunc(cmds, func(c *redis.Cmd) bool {
+		return c.Err() != nil && redis.HasErrorPrefix(c.Err(), "NOSCRIPT")
+	}) {
+		// Load it (on a Cluster: on every master) rather than EVAL it once
+		// per call: the script's text is a few KiB, sent once.
+		if err = sc.Load(ctx, s.rdb).Err(); err == nil {
+			err = exec()
 		}
-		err := exec()
-		if err != nil && slices.ContainsFunc(cmds, func(c *redis.Cmd) bool {
-			return c.Err() != nil && redis.HasErrorPrefix(c.Err(), "NOSCRIPT")
-		}) {
-			// Load it (on a Cluster: on every master) rather than EVAL it once
-			// per call: the script's text is a few KiB, sent once.
-			if err = sc.Load(ctx, s.rdb).Err(); err == nil {
-				err = exec()
-			}
-		}
-		if o := s.opts.ScriptObserver; o != nil {
-			d := time.Since(start) // each call waited for the whole pipeline
-			for _, c := range cmds {
-				o.ObserveScript(sc.name, d, c.Err())
-			}
-		}
-		if err != nil {
-			return nil, s.scriptFailed(sc, err)
-		}
+	}
+	if o := s.opts.ScriptObserver; o != nil {
+		d := time.Since(start) // each call waited for the whole pipeline
 		for _, c := range cmds {
-			r, err := decodeReply(c.Val())
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, r)
+			o.ObserveScript(sc.name, d, c.Err())
 		}
+	}
+	if err != nil {
+		return nil, s.scriptFailed(sc, err)
+	}
+	out := make([]reply, len(cmds))
+	for i, c := range cmds {
+		r, err := decodeReply(c.Val())
+		if err != nil {
+			return nil, err
+		}
+		out[i] = r
 	}
 	return out, nil
 }
@@ -597,35 +600,83 @@ func (s *Store) runEach(ctx context.Context, sc *script, calls []scriptCall) ([]
 // may on a plain connection: scriptFailed says so for writes).
 func (s *Store) eval(ctx context.Context, sc *script, keys []string, args []any) (any, error) {
 	if s.ap == nil {
-		return sc.Run(ctx, s.rdb, keys, args...).Result()
-	}
-	a := make([]any, 0, 3+len(keys)+len(args))
-	a = append(a, "evalsha", sc.Hash(), len(keys))
-	for _, k := range keys {
-		a = append(a, k)
+		if !sc.ack {
+			return sc.Run(ctx, s.rdb, keys, args...).Result()
+		}
+		cmd := scriptCmd(ctx, sc, false, keys, args)
+		if err := s.rdb.Process(ctx, once(sc, cmd)); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			return s.reload(ctx, sc, keys, args)
+		}
+		return cmd.Result()
 	}
 	// An abandoned call may be written after its caller has returned, so its
 	// arguments must not alias the caller's memory: the HTTP layer's strings (a
 	// path's id, a header's key) point into request buffers that Fiber reuses
 	// for the next request. Keys are built here by concatenation, so they are
 	// the store's own already.
-	for _, v := range args {
+	owned := make([]any, len(args))
+	for i, v := range args {
 		switch x := v.(type) {
 		case string:
 			v = strings.Clone(x)
 		case []byte:
 			v = bytes.Clone(x)
 		}
-		a = append(a, v)
+		owned[i] = v
 	}
-	cmd := redis.NewCmd(ctx, a...)
-	if err := s.ap.Submit(ctx, cmd).WaitContext(ctx); err != nil {
+	cmd := scriptCmd(ctx, sc, false, keys, owned)
+	if err := s.ap.Submit(ctx, once(sc, cmd)).WaitContext(ctx); err != nil {
 		if redis.HasErrorPrefix(err, "NOSCRIPT") {
-			return sc.Eval(ctx, s.rdb, keys, args...).Result()
+			return s.reload(ctx, sc, keys, args)
 		}
 		return nil, err
 	}
 	return cmd.Result()
+}
+
+// reload sends EVAL, which also puts sc back into Redis's script cache, after a
+// NOSCRIPT (which says the EVALSHA did not run).
+func (s *Store) reload(ctx context.Context, sc *script, keys []string, args []any) (any, error) {
+	cmd := scriptCmd(ctx, sc, true, keys, args)
+	_ = s.rdb.Process(ctx, once(sc, cmd))
+	return cmd.Result()
+}
+
+// scriptCmd is an EVALSHA of sc (with eval, an EVAL of its text).
+func scriptCmd(ctx context.Context, sc *script, eval bool, keys []string, args []any) *redis.Cmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	if eval {
+		a = append(a, "eval", sc.src, len(keys))
+	} else {
+		a = append(a, "evalsha", sc.Hash(), len(keys))
+	}
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	return redis.NewCmd(ctx, append(a, args...)...)
+}
+
+// onceCmd is a command that go-redis must not send again after a failure. A
+// write script whose answer did not come (a read timeout, a cut connection)
+// may have run, and go-redis retries such failures by default (its
+// autopipeliner on a context of its own, after the caller gave up): every copy
+// would run, a heartbeat answered 503 moving the version by 2 or 3, an
+// unkeyed create making two requests (found by internal/histories). Once is
+// what §11 promises of a 503: the write may or may not have been applied.
+type onceCmd struct{ *redis.Cmd }
+
+// NoRetry tells go-redis not to resend the command (nor, in a pipeline, the
+// batch that holds it).
+func (onceCmd) NoRetry() bool { return true }
+
+// once wraps cmd as an onceCmd when sc writes what a caller is told about;
+// other scripts (reads, the sweeper's idempotent cleanup) keep go-redis's
+// retries.
+func once(sc *script, cmd *redis.Cmd) redis.Cmder {
+	if sc.ack {
+		return onceCmd{cmd}
+	}
+	return cmd
 }
 
 // isRedisDown tells Redis being unreachable, slow or not serving from other errors.

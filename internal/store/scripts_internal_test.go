@@ -141,17 +141,7 @@ func TestLuaConstants(t *testing.T) {
 	}
 	src := luaConstants(cs) + "return {tostring(N + 1), tostring(F * 10), S, E, B, NL, type(N), type(S)}"
 	want := []any{"86400001", "2", ";a.b=1,2;c-d=5;", "", "x]]y]=]z", "\nlead", "number", "string"}
-	for _, b := range testenv.Backends() {
-		t.Run(b.Name, func(t *testing.T) {
-			got, err := b.Client(t).Eval(context.Background(), src, []string{"{t}k"}).Slice()
-			if err != nil {
-				t.Fatalf("%v\n%s", err, src)
-			}
-			if fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Fatalf("got %q, want %q", got, want)
-			}
-		})
-	}
+	evalOnEveryBackend(t, src, want)
 }
 
 // TestRegistryHasEveryScript: every script file is in the registry, once, and
@@ -188,5 +178,22 @@ func TestRegistryHasEveryScript(t *testing.T) {
 	}
 	if strings.Join(acks, ",") != "create,transition,delete" {
 		t.Errorf("acknowledged writes %v, want create, transition, delete", acks)
+	}
+}
+
+// evalOnEveryBackend runs the Lua source src, with the key {t}k and args, on
+// miniredis, redis-server and the Cluster, and fails unless each answers want.
+func evalOnEveryBackend(t *testing.T, src string, want []any, args ...any) {
+	t.Helper()
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			got, err := b.Client(t).Eval(context.Background(), src, []string{"{t}k"}, args...).Slice()
+			if err != nil {
+				t.Fatalf("%v\n%s", err, src)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("got %q, want %q", got, want)
+			}
+		})
 	}
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
 
 // Tenant shards (docs/design.md, Tenant shards). A tenant's request keys are
@@ -143,6 +145,25 @@ func (s *Store) tag(tenant string, shard int) string { return s.tags.tag(tenant,
 // idTag is the hash tag the id of a request names (shardOf).
 func (s *Store) idTag(tenant, id string) string { return s.tags.tag(tenant, shardOf(id)) }
 
+// atIDShard runs at in the shard the id names and, after a NOT_FOUND there
+// when that is not shard 0, again in shard 0, where an older id that names a
+// shard only by chance lives (above): one round trip unless the request is
+// unknown or such an id. first is true on the first try only, which alone
+// counts rate limits (a second try is the same call). named is the id's own
+// tag, whose change channel the hub listens on; fromZero reports that the
+// answer came from shard 0, whose script announced it on shard 0's channel,
+// so the caller announces it on named's too (announceAt).
+func atIDShard[T any](s *Store, tenant, id string, at func(tag string, first bool) (T, error)) (res T, named string, fromZero bool, err error) {
+	shard := shardOf(id)
+	named = s.tag(tenant, shard)
+	res, err = at(named, true)
+	if shard == 0 || domain.ErrorCode(err) != domain.NotFound {
+		return res, named, false, err
+	}
+	res, err = at(s.tag(tenant, 0), false)
+	return res, named, true, err
+}
+
 // tenantTags are the tags of tenant's shards 0..S-1: where listings, the
 // sweeper and tenant-wide flags look.
 func (s *Store) tenantTags(tenant string) []string {
@@ -213,15 +234,67 @@ func (t *shardSpread) of(ctx context.Context, s *Store, tenant string) [][]int {
 // shard 0 (tenant-level keys live there too), "<tenant>:<n>" for another
 // shard (shardName). The audit drainers treat each shard name as a tenant of
 // its own (AuditTenants).
-func tagOf(name string) string { return "{" + name + "}" }
+func tagOf(name domain.ShardName) string { return "{" + string(name) + "}" }
+
+// ownTag is the tag of tenant's shard 0, whose name is the tenant's.
+func ownTag(tenant string) string { return tagOf(domain.ShardName(tenant)) }
 
 // shardName is tag without its braces.
-func shardName(tag string) string { return tag[1 : len(tag)-1] }
+func shardName(tag string) domain.ShardName { return domain.ShardName(tag[1 : len(tag)-1]) }
 
 // tenantOf is the tenant a shard name belongs to.
-func tenantOf(name string) string {
-	if i := strings.IndexByte(name, ':'); i >= 0 {
-		return name[:i]
+func tenantOf(name domain.ShardName) string {
+	if i := strings.IndexByte(string(name), ':'); i >= 0 {
+		return string(name[:i])
 	}
-	return name
+	return string(name)
+}
+
+// Slot arithmetic, for placing shards (above) and for finding each slot
+// range's master (Ready).
+
+// clusterSlots is the number of hash slots of a Redis Cluster.
+const clusterSlots = 16384
+
+// keyInSlot returns a key that hashes to slot, found once and then remembered
+// (a slot map has a handful of ranges and rarely changes).
+func (s *Store) keyInSlot(slot int) string {
+	s.mu.Lock()
+	k, ok := s.slotKeys[slot]
+	s.mu.Unlock()
+	if ok {
+		return k
+	}
+	// About 16,384 tries on average, each a CRC of a few bytes: well under a
+	// millisecond, once per slot, and outside the lock creates also take.
+	for i := 0; ; i++ {
+		if k = strconv.Itoa(i); keySlot(k) == slot {
+			break
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.slotKeys == nil {
+		s.slotKeys = map[int]string{}
+	}
+	s.slotKeys[slot] = k
+	return k
+}
+
+// keySlot is Redis Cluster's slot of a key without a hash tag: CRC16
+// (XMODEM: polynomial 0x1021, initial value 0) modulo 16384. go-redis has the
+// same function, but in an internal package.
+func keySlot(key string) int {
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % clusterSlots
 }

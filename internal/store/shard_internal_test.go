@@ -17,7 +17,7 @@ func markedID(tb testing.TB, s int) string {
 	return u.String()
 }
 
-// An id keeps its version and variant (spec §4: UUID version 7), names its
+// An id keeps its version and variant (docs/reference.md §4: UUID version 7), names its
 // shard, and an unmarked id is shard 0 unless it passes the check by chance.
 func TestIDCarriesItsShard(t *testing.T) {
 	for s := range MaxTenantShards {
@@ -66,7 +66,7 @@ func TestShardTags(t *testing.T) {
 				t.Fatalf("%s shard %d: cached %s, found %s", tenant, s, tag, findShardTag(tenant, s))
 			}
 			// the window of shard s among 16: offset s' (bit-reversed) x 1024 slots
-			off := (keySlot(shardName(tag)) - base + clusterSlots) % clusterSlots
+			off := (keySlot(string(shardName(tag))) - base + clusterSlots) % clusterSlots
 			if want := int(reverse4(s)) * (clusterSlots / 16); off < want || off >= want+shardWindow {
 				t.Fatalf("%s shard %d: tag %s at offset %d, want [%d,%d)", tenant, s, tag, off, want, want+shardWindow)
 			}

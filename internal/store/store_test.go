@@ -630,7 +630,7 @@ func TestRetentionForever(t *testing.T) {
 }
 
 // TestPacingFollowsConfig: a type's own schedule and the early tolerance come
-// from the configuration (spec §5), which reaches poll.lua as constants.
+// from the configuration (docs/reference.md §5), which reaches poll.lua as constants.
 func TestPacingFollowsConfig(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		f := newFixture(t, b, func(o *store.Options) {

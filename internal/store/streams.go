@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/asyncstatus/asyncstatus/internal/domain"
 )
 
 // Consumer-group reads shared by the webhook outbox and the audit streams:
@@ -17,10 +19,10 @@ import (
 // gets it, made from the start so that entries written before it are read too,
 // and is read again. It returns each tenant's entries, and the first error
 // (wrapped as op) while still reading the other tenants.
-func (s *Store) readNew(ctx context.Context, op, group, consumer string, tenants []string, stream func(string) string, count func(string) int64) (map[string][]redis.XMessage, error) {
-	out := map[string][]redis.XMessage{}
+func (s *Store) readNew(ctx context.Context, op, group, consumer string, tenants []domain.ShardName, stream func(domain.ShardName) string, count func(domain.ShardName) int64) (map[domain.ShardName][]redis.XMessage, error) {
+	out := map[domain.ShardName][]redis.XMessage{}
 	var firstErr error
-	read := func(ts []string) (missing []string) {
+	read := func(ts []domain.ShardName) (missing []domain.ShardName) {
 		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 		defer cancel()
 		cmds := make([]*redis.XStreamSliceCmd, len(ts))
@@ -50,7 +52,7 @@ func (s *Store) readNew(ctx context.Context, op, group, consumer string, tenants
 		return missing
 	}
 	for len(tenants) > 0 {
-		chunk := tenants[:min(len(tenants), pipelineChunk/2)]
+		chunk := tenants[:min(len(tenants), pipelineBatch/2)]
 		tenants = tenants[len(chunk):]
 		if missing := read(chunk); len(missing) > 0 {
 			s.createGroups(ctx, group, missing, stream)
@@ -61,7 +63,7 @@ func (s *Store) readNew(ctx context.Context, op, group, consumer string, tenants
 }
 
 // createGroups makes group on each tenant's stream, reading from the start.
-func (s *Store) createGroups(ctx context.Context, group string, tenants []string, stream func(string) string) {
+func (s *Store) createGroups(ctx context.Context, group string, tenants []domain.ShardName, stream func(domain.ShardName) string) {
 	cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
 	_, _ = s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
@@ -90,14 +92,13 @@ func decodeStream[T any](ctx context.Context, s *Store, stream, group string, xs
 	return out
 }
 
-// eachPipelined sends cmd's command for each item, pipelineChunk items per
-// pipeline (what the embedded store's in-memory pipes carry without
-// deadlock), each pipeline bounded by OpTimeout, and returns the commands in
+// eachPipelined sends cmd's command for each item, pipelineBatch items per
+// pipeline, each pipeline bounded by OpTimeout, and returns the commands in
 // items' order. redis.Nil (a missing key) is an answer, not an error.
 func eachPipelined[T any, C redis.Cmder](ctx context.Context, s *Store, items []T, cmd func(ctx context.Context, p redis.Pipeliner, item T) C) ([]C, error) {
 	out := make([]C, 0, len(items))
 	for len(items) > 0 {
-		chunk := items[:min(len(items), pipelineChunk)]
+		chunk := items[:min(len(items), pipelineBatch)]
 		items = items[len(chunk):]
 		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 		_, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {

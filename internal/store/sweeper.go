@@ -53,7 +53,7 @@ type SweepStats struct {
 }
 
 // Sweeper times out requests past their queued or processing deadline and
-// removes the index entries of records past their retention (spec §6). Every
+// removes the index entries of records past their retention (docs/reference.md §6). Every
 // serve replica runs one: the timeouts are compare-and-set transitions and the
 // cleanup re-checks each entry, so concurrent sweepers only duplicate reads. It
 // never runs a script over more than one tenant: it walks the tenant registry and
@@ -246,10 +246,12 @@ func (w *Sweeper) Tick(ctx context.Context) error {
 // sweepCounts are what one tick did.
 type sweepCounts struct{ expired, failed, cleaned int64 }
 
-// pipelineChunk bounds the commands of one pipeline: the embedded store's
-// in-memory connection (miniredis over net.Pipe, which flushes every reply)
-// deadlocks once a pipeline's bytes exceed its 4 KiB read buffer.
-const pipelineChunk = 24
+// pipelineBatch bounds the commands of one pipeline of the background work
+// that walks every tenant (sweeper, audit drainer, webhook dispatcher): each
+// pipeline has its own OpTimeout, so a deployment with many tenants makes many
+// short round trips, each sure to fit its deadline and none holding Redis (a
+// single thread) for long, rather than one that grows with the tenants.
+const pipelineBatch = 120
 
 // due reads what is due for each shard of units, a few per round trip:
 // processing deadlines and retention buckets from their zsets; queued requests
@@ -259,7 +261,7 @@ func (w *Sweeper) due(ctx context.Context, units []sweepWork, now time.Time) ([]
 	by := &redis.ZRangeBy{Min: "-inf", Max: ms(now), Count: int64(w.o.Batch)}
 	var out []sweepWork
 	for len(units) > 0 {
-		chunk := units[:min(len(units), pipelineChunk/3)]
+		chunk := units[:min(len(units), pipelineBatch/3)]
 		units = units[len(chunk):]
 		cctx, cancel := context.WithTimeout(ctx, w.s.opts.OpTimeout)
 		dl := make([]*redis.ZSliceCmd, len(chunk))
@@ -312,7 +314,7 @@ func (w *Sweeper) dueQueued(ctx context.Context, work []sweepWork, meta []*redis
 		}
 	}
 	for len(reads) > 0 {
-		chunk := reads[:min(len(reads), pipelineChunk)]
+		chunk := reads[:min(len(reads), pipelineBatch)]
 		reads = reads[len(chunk):]
 		cctx, cancel := context.WithTimeout(ctx, w.s.opts.OpTimeout)
 		_, err := w.s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {

@@ -13,7 +13,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
 )
 
-// Webhooks, the Redis way (spec §10; docs/webhooks.md).
+// Webhooks, the Redis way (docs/reference.md §10; docs/webhooks.md).
 //
 // Endpoints live in a hash per endpoint and, for the scripts, in one filter hash
 // per tenant (endpoint id -> event letters). create.lua and transition.lua read
@@ -32,7 +32,7 @@ import (
 // the status the request enters (q for created).
 func eventLetter(e domain.WebhookEvent) string {
 	if e == domain.EventCreated {
-		return "q"
+		return statusCode[domain.StatusQueued]
 	}
 	return statusCode[domain.Status(strings.TrimPrefix(string(e), "request."))]
 }
@@ -66,7 +66,7 @@ func (s *Store) SaveWebhook(ctx context.Context, c domain.WebhookCall, w domain.
 		return backend("register webhook", err)
 	}
 	a := registerArgs{tenant: tenant, w: w, max: max, now: ms(s.now()),
-		rate: s.counters(tagOf(tenant), ratelimit.ScopeAdmin, c.Credential)}
+		rate: s.counters(ownTag(tenant), ratelimit.ScopeAdmin, c.Credential)}
 	r, err := s.run(ctx, s.sc.webhookRegister, a.call(s.k))
 	if err != nil {
 		return backend("register webhook", err)
@@ -100,7 +100,7 @@ type registerArgs struct {
 
 // call is webhook_register.lua's KEYS and ARGV, in its header's order.
 func (a registerArgs) call(k keys) scriptCall {
-	tag, w, letters := tagOf(a.tenant), a.w, eventLetters(a.w.Events)
+	tag, w, letters := ownTag(a.tenant), a.w, eventLetters(a.w.Events)
 	keys := a.rate.appendTo([]string{k.webhook(a.tenant, w.ID), k.webhookFilter(tag), k.meta(tag)})
 	return scriptCall{keys, []any{w.ID, letters, a.max, a.now,
 		"u", w.URL, "ev", letters, "d", w.Description, "ca", ms(w.CreatedAt.Time), "k", w.SealedSecret}}
@@ -187,7 +187,7 @@ func (s *Store) Webhooks(ctx context.Context, c domain.WebhookCall) ([]domain.We
 	tenant := c.Tenant
 	var keys *redis.StringSliceCmd
 	if err := s.countedReads(ctx, "list webhooks", c, func(p redis.Pipeliner) {
-		keys = p.HKeys(ctx, s.k.webhookFilter(tagOf(tenant)))
+		keys = p.HKeys(ctx, s.k.webhookFilter(ownTag(tenant)))
 	}); err != nil {
 		return nil, err
 	}
@@ -247,7 +247,7 @@ func (s *Store) DeleteWebhook(ctx context.Context, c domain.WebhookCall, id stri
 // webhookDeleteCall is webhook_delete.lua's KEYS and ARGV, in its header's
 // order, for endpoint id's keys under hash tag tag.
 func webhookDeleteCall(k keys, tag, id, now string, rate counters) scriptCall {
-	keys := rate.appendTo([]string{k.webhook(shardName(tag), id), k.webhookFilter(tag), k.webhookLog(tag, id), k.meta(tag)})
+	keys := rate.appendTo([]string{k.webhook(string(shardName(tag)), id), k.webhookFilter(tag), k.webhookLog(tag, id), k.meta(tag)})
 	return scriptCall{keys, []any{id, now}}
 }
 
@@ -296,7 +296,7 @@ func (s *Store) WebhookDeliveries(ctx context.Context, c domain.WebhookCall, id 
 // RATE_LIMITED, its reads discarded (they change nothing); c.Rate receives the
 // counted limit. op names the operation in errors.
 func (s *Store) countedReads(ctx context.Context, op string, c domain.WebhookCall, queue func(redis.Pipeliner)) error {
-	rate := s.counters(tagOf(c.Tenant), ratelimit.ScopeAdmin, c.Credential)
+	rate := s.counters(ownTag(c.Tenant), ratelimit.ScopeAdmin, c.Credential)
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
 	var count *redis.Cmd

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -34,10 +34,10 @@ const (
 // outboxHook tells an in-process dispatcher that a tenant's outbox may have
 // grown, so that it looks at once instead of at its next poll.
 type outboxHook struct {
-	f atomic.Pointer[func(tenant string)]
+	f atomic.Pointer[func(domain.ShardName)]
 }
 
-func (h *outboxHook) written(tenant string) {
+func (h *outboxHook) written(tenant domain.ShardName) {
 	if f := h.f.Load(); f != nil {
 		(*f)(tenant)
 	}
@@ -47,7 +47,7 @@ func (h *outboxHook) written(tenant string) {
 // (idempotent replays excluded), which may have queued webhook messages: the
 // name of the tenant's shard whose outbox it is, as WebhookTenants names it. f must
 // be quick and must not block: it runs on the request's path. nil removes it.
-func (s *Store) OnOutbox(f func(tenant string)) {
+func (s *Store) OnOutbox(f func(domain.ShardName)) {
 	if f == nil {
 		s.outboxHook.f.Store(nil)
 		return
@@ -65,18 +65,15 @@ func (s *Store) WebhookTenants(ctx context.Context) ([]domain.WebhookTenant, err
 	if err != nil {
 		return nil, err
 	}
-	names := tenants
-	if s.opts.TenantShards > 1 {
-		names = make([]string, 0, len(tenants)*s.opts.TenantShards)
-		for _, t := range tenants {
-			for _, tag := range s.tenantTags(t) {
-				names = append(names, shardName(tag))
-			}
+	names := make([]domain.ShardName, 0, len(tenants)*s.opts.TenantShards)
+	for _, t := range tenants {
+		for _, tag := range s.tenantTags(t) {
+			names = append(names, shardName(tag))
 		}
 	}
 	out := make([]domain.WebhookTenant, 0, len(names))
 	for len(names) > 0 {
-		chunk := names[:min(len(names), pipelineChunk/2)]
+		chunk := names[:min(len(names), pipelineBatch/2)]
 		names = names[len(chunk):]
 		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 		fz := make([]*redis.StringCmd, len(chunk))
@@ -104,16 +101,17 @@ func (s *Store) WebhookTenants(ctx context.Context) ([]domain.WebhookTenant, err
 // Given the name of a shard other than 0 (WebhookTenants), it only removes
 // that shard's empty outbox; given the tenant, it removes the tenant once
 // every shard's outbox is empty.
-func (s *Store) PruneWebhookTenant(ctx context.Context, tenant string) (bool, error) {
-	prune := func(name string) (bool, error) {
+func (s *Store) PruneWebhookTenant(ctx context.Context, name domain.ShardName) (bool, error) {
+	prune := func(name domain.ShardName) (bool, error) {
 		r, err := s.run(ctx, s.sc.webhookPrune, scriptCall{keys: []string{s.k.webhookFilter(tagOf(name)), s.k.outbox(tagOf(name)), s.k.webhookRetries(tagOf(name))}})
 		if err != nil {
 			return false, backend("prune webhook tenant", err)
 		}
 		return r.code == codeOK, nil
 	}
-	if tenantOf(tenant) != tenant {
-		_, err := prune(tenant)
+	tenant := tenantOf(name)
+	if tenant != string(name) {
+		_, err := prune(name)
 		return false, err
 	}
 	for _, tag := range s.tenantTags(tenant) {
@@ -129,7 +127,7 @@ func (s *Store) PruneWebhookTenant(ctx context.Context, tenant string) (bool, er
 	// An endpoint registered since the script ran must keep its tenant listed
 	// (SaveWebhook adds the tenant again after writing; this covers the order
 	// where its second SADD came before our SREM).
-	if n, err := s.rdb.HLen(cctx, s.k.webhookFilter(tagOf(tenant))).Result(); err != nil || n > 0 {
+	if n, err := s.rdb.HLen(cctx, s.k.webhookFilter(ownTag(tenant))).Result(); err != nil || n > 0 {
 		if err2 := s.rdb.SAdd(cctx, s.k.webhookTenants(), tenant).Err(); err2 != nil {
 			return false, backend("prune webhook tenant", err2)
 		}
@@ -142,16 +140,16 @@ func (s *Store) PruneWebhookTenant(ctx context.Context, tenant string) (bool, er
 // want[t] of tenant t. The messages are pending on consumer until settled; if
 // it dies, ClaimStaleOutbox lets another consumer take them over. A tenant's
 // consumer group is created on first use.
-func (s *Store) ReadOutbox(ctx context.Context, consumer string, want map[string]int) ([]domain.WebhookMessage, error) {
-	tenants := make([]string, 0, len(want))
+func (s *Store) ReadOutbox(ctx context.Context, consumer string, want map[domain.ShardName]int) ([]domain.WebhookMessage, error) {
+	tenants := make([]domain.ShardName, 0, len(want))
 	for t, n := range want {
 		if n > 0 {
 			tenants = append(tenants, t)
 		}
 	}
-	sort.Strings(tenants)
-	got, err := s.readNew(ctx, "read webhook outbox", webhookGroup, consumer, tenants, func(t string) string { return s.k.outbox(tagOf(t)) },
-		func(t string) int64 { return int64(want[t]) })
+	slices.Sort(tenants)
+	got, err := s.readNew(ctx, "read webhook outbox", webhookGroup, consumer, tenants, func(t domain.ShardName) string { return s.k.outbox(tagOf(t)) },
+		func(t domain.ShardName) int64 { return int64(want[t]) })
 	var out []domain.WebhookMessage
 	for _, t := range tenants {
 		for _, m := range s.decodeEntries(ctx, t, got[t]) {
@@ -167,7 +165,7 @@ func (s *Store) ReadOutbox(ctx context.Context, consumer string, want map[string
 // at most count in all. XAUTOCLAIM looks at no more than 10 x COUNT pending
 // entries a call, so a tenant whose pending list is longer (deliveries in flight
 // on other replicas) is walked on with the cursor it returns, a few calls at most.
-func (s *Store) ClaimStaleOutbox(ctx context.Context, tenants []string, consumer string, minIdle time.Duration, count int) ([]domain.WebhookMessage, error) {
+func (s *Store) ClaimStaleOutbox(ctx context.Context, tenants []domain.ShardName, consumer string, minIdle time.Duration, count int) ([]domain.WebhookMessage, error) {
 	var out []domain.WebhookMessage
 	var firstErr error
 	note := func(err error) {
@@ -176,7 +174,7 @@ func (s *Store) ClaimStaleOutbox(ctx context.Context, tenants []string, consumer
 		}
 	}
 	for len(tenants) > 0 && count > 0 {
-		chunk := tenants[:min(len(tenants), pipelineChunk/2, count)]
+		chunk := tenants[:min(len(tenants), pipelineBatch/2, count)]
 		tenants = tenants[len(chunk):]
 		each := count / len(chunk)
 		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
@@ -207,14 +205,14 @@ func (s *Store) ClaimStaleOutbox(ctx context.Context, tenants []string, consumer
 	return out, firstErr
 }
 
-func (s *Store) autoClaimArgs(tenant, consumer string, minIdle time.Duration, start string, count int) *redis.XAutoClaimArgs {
+func (s *Store) autoClaimArgs(tenant domain.ShardName, consumer string, minIdle time.Duration, start string, count int) *redis.XAutoClaimArgs {
 	return &redis.XAutoClaimArgs{Stream: s.k.outbox(tagOf(tenant)), Group: webhookGroup, Consumer: consumer,
 		MinIdle: minIdle, Start: start, Count: int64(count)}
 }
 
 // claimed decodes entries taken over from a dead consumer: their first attempt
 // never finished.
-func (s *Store) claimed(ctx context.Context, tenant string, xs []redis.XMessage) []domain.WebhookMessage {
+func (s *Store) claimed(ctx context.Context, tenant domain.ShardName, xs []redis.XMessage) []domain.WebhookMessage {
 	out := s.decodeEntries(ctx, tenant, xs)
 	for i := range out {
 		out[i].Attempt = 1
@@ -225,7 +223,7 @@ func (s *Store) claimed(ctx context.Context, tenant string, xs []redis.XMessage)
 // decodeEntries decodes outbox entries read through the group. An entry that
 // does not decode (it cannot happen unless someone wrote to the outbox by hand)
 // is acknowledged and deleted, so that it is not taken over again and again.
-func (s *Store) decodeEntries(ctx context.Context, tenant string, xs []redis.XMessage) []domain.WebhookMessage {
+func (s *Store) decodeEntries(ctx context.Context, tenant domain.ShardName, xs []redis.XMessage) []domain.WebhookMessage {
 	return decodeStream(ctx, s, s.k.outbox(tagOf(tenant)), webhookGroup, xs, func(x redis.XMessage) (domain.WebhookMessage, bool) {
 		return decodeOutboxEntry(tenant, x)
 	})
@@ -233,15 +231,15 @@ func (s *Store) decodeEntries(ctx context.Context, tenant string, xs []redis.XMe
 
 // ClaimWebhookRetries claims the retries due at now, at most count in all, each
 // with a lease until leaseUntil: no other replica sends it before then.
-func (s *Store) ClaimWebhookRetries(ctx context.Context, tenants []string, now, leaseUntil time.Time, count int) ([]domain.WebhookMessage, error) {
+func (s *Store) ClaimWebhookRetries(ctx context.Context, tenants []domain.ShardName, now, leaseUntil time.Time, count int) ([]domain.WebhookMessage, error) {
 	// A cheap read first: most tenants have no retry due.
-	cmds, err := eachPipelined(ctx, s, tenants, func(ctx context.Context, p redis.Pipeliner, t string) *redis.StringSliceCmd {
+	cmds, err := eachPipelined(ctx, s, tenants, func(ctx context.Context, p redis.Pipeliner, t domain.ShardName) *redis.StringSliceCmd {
 		return p.ZRangeByScore(ctx, s.k.webhookRetries(tagOf(t)), &redis.ZRangeBy{Min: "-inf", Max: ms(now), Count: 1})
 	})
 	if err != nil {
 		return nil, backend("read webhook retries", err)
 	}
-	var due []string
+	var due []domain.ShardName
 	for i, c := range cmds {
 		if len(c.Val()) > 0 {
 			due = append(due, tenants[i])
@@ -275,7 +273,7 @@ func (s *Store) ClaimWebhookRetries(ctx context.Context, tenants []string, now, 
 // retryMessages reads the outbox entries of claimed retry members. A member
 // whose entry is gone (delivered by a replica whose lease had run out, or
 // trimmed) is dropped.
-func (s *Store) retryMessages(ctx context.Context, tenant string, members []string, lease int64) ([]domain.WebhookMessage, error) {
+func (s *Store) retryMessages(ctx context.Context, tenant domain.ShardName, members []string, lease int64) ([]domain.WebhookMessage, error) {
 	cmds, err := eachPipelined(ctx, s, members, func(ctx context.Context, p redis.Pipeliner, m string) *redis.XMessageSliceCmd {
 		id, _, _ := strings.Cut(m, "|")
 		return p.XRange(ctx, s.k.outbox(tagOf(tenant)), id, id)
@@ -313,9 +311,9 @@ func (s *Store) retryMessages(ctx context.Context, tenant string, members []stri
 // decodeOutboxEntry reads an outbox entry: _ep endpoint, _ev event letter, _id
 // message id, _at time (unix ms), _rq request id, then _r, the record string.
 // tenant is the name of the outbox's shard (WebhookTenants).
-func decodeOutboxEntry(tenant string, x redis.XMessage) (domain.WebhookMessage, bool) {
+func decodeOutboxEntry(tenant domain.ShardName, x redis.XMessage) (domain.WebhookMessage, bool) {
 	m := domain.WebhookMessage{Tenant: tenantOf(tenant), EntryID: x.ID}
-	if m.Tenant != tenant {
+	if m.Tenant != string(tenant) {
 		m.Shard = tenant
 	}
 	var rid, rec string
@@ -386,7 +384,7 @@ func (s *Store) SettleWebhook(ctx context.Context, m domain.WebhookMessage, o do
 // ReapWebhookConsumers removes from a tenant's consumer group the consumers
 // (dispatchers of replicas that are gone) idle longer than idle with nothing
 // pending, except self. It returns how many it removed.
-func (s *Store) ReapWebhookConsumers(ctx context.Context, tenant, self string, idle time.Duration) (int, error) {
+func (s *Store) ReapWebhookConsumers(ctx context.Context, tenant domain.ShardName, self string, idle time.Duration) (int, error) {
 	return s.reapConsumers(ctx, s.k.outbox(tagOf(tenant)), webhookGroup, self, idle)
 }
 

@@ -44,8 +44,8 @@ func (f *fixture) outbox(tb testing.TB, tenant string) []string {
 
 // outboxWant asks ReadOutbox for n messages of each of tenant's shards (as the
 // dispatcher names them: WebhookTenants).
-func (f *fixture) outboxWant(tenant string, n int) map[string]int {
-	want := map[string]int{}
+func (f *fixture) outboxWant(tenant string, n int) map[domain.ShardName]int {
+	want := map[domain.ShardName]int{}
 	for _, name := range f.auditNames(tenant) {
 		want[name] = n
 	}
@@ -257,11 +257,11 @@ func TestClaimStaleWalksThePendingList(t *testing.T) {
 		for i := 0; i < 31; i++ {
 			f.mustCreateIn0(t, "acme", "t.a") // one stream: shard 0's
 		}
-		busy, err := f.s.ReadOutbox(ctx, "busy", map[string]int{"acme": 30})
+		busy, err := f.s.ReadOutbox(ctx, "busy", map[domain.ShardName]int{"acme": 30})
 		if err != nil || len(busy) != 30 {
 			t.Fatalf("busy read %d %v", len(busy), err)
 		}
-		dead, err := f.s.ReadOutbox(ctx, "dead", map[string]int{"acme": 30})
+		dead, err := f.s.ReadOutbox(ctx, "dead", map[domain.ShardName]int{"acme": 30})
 		if err != nil || len(dead) != 1 {
 			t.Fatalf("dead read %d %v", len(dead), err)
 		}
@@ -274,7 +274,7 @@ func TestClaimStaleWalksThePendingList(t *testing.T) {
 		if err := f.rdb.XClaim(ctx, &redis.XClaimArgs{Stream: f.prefix + ":{acme}:ob", Group: "dispatch", Consumer: "busy", Messages: ids}).Err(); err != nil {
 			t.Fatal(err)
 		}
-		got, err := f.s.ClaimStaleOutbox(ctx, []string{"acme"}, "me", 100*time.Millisecond, 1)
+		got, err := f.s.ClaimStaleOutbox(ctx, []domain.ShardName{"acme"}, "me", 100*time.Millisecond, 1)
 		if err != nil || len(got) != 1 || got[0].EntryID != dead[0].EntryID || got[0].Attempt != 1 {
 			t.Fatalf("claimed %+v %v, want %s", got, err, dead[0].EntryID)
 		}

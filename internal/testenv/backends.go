@@ -1,11 +1,11 @@
 package testenv
 
 import (
-	"context"
-	"net"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/asyncstatus/asyncstatus/internal/memconn"
 )
 
 // Backend is one kind of Redis a suite runs against unchanged: miniredis does not
@@ -15,11 +15,12 @@ type Backend struct {
 	// Client connects to this backend; the client is closed when the test ends.
 	Client func(tb testing.TB) redis.UniversalClient
 	// AutoPipeline is what serve sets store.Options.AutoPipeline to on such a
-	// backend: true, except over in-memory pipes (the embedded store's way).
+	// backend: redis.autopipeline's default, true on every backend.
 	AutoPipeline bool
 }
 
-// Backends are miniredis (through in-memory pipes, as the embedded store runs),
+// Backends are miniredis (through buffered in-memory pipes, as the embedded
+// store runs),
 // the shared real redis-server, and the shared local Redis Cluster.
 func Backends() []Backend {
 	closing := func(tb testing.TB, c redis.UniversalClient) redis.UniversalClient {
@@ -30,10 +31,10 @@ func Backends() []Backend {
 		{"miniredis", func(tb testing.TB) redis.UniversalClient {
 			m := Miniredis(tb)
 			return closing(tb, redis.NewClient(&redis.Options{
-				Dialer:          func(context.Context, string, string) (net.Conn, error) { return m.Dial() },
+				Dialer:          memconn.Dialer(m.Dial),
 				DisableIdentity: true,
 			}))
-		}, false},
+		}, true},
 		{"redis", func(tb testing.TB) redis.UniversalClient {
 			return closing(tb, redis.NewClient(&redis.Options{Addr: Redis(tb)}))
 		}, true},

@@ -8,9 +8,9 @@ import (
 	"testing"
 )
 
-// ReferencePath is the shared reference request of every benchmark and memory
-// figure (issue 6): ../shared/bench/reference-request.json beside the module,
-// found from this file's own location so that any package's tests reach it.
+// ReferencePath is the reference request of every benchmark and memory figure,
+// testdata/reference-request.json at the module's root, found from this file's
+// own location so that any package's tests reach it.
 func ReferencePath(tb testing.TB) string {
 	tb.Helper()
 	_, file, _, ok := runtime.Caller(0)
@@ -18,12 +18,11 @@ func ReferencePath(tb testing.TB) string {
 		tb.Fatal("testenv: cannot locate the module")
 	}
 	// file is <module>/internal/testenv/reference.go
-	return filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "bench", "reference-request.json")
+	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "reference-request.json")
 }
 
 // ReferenceRequest reads the reference request's members (create, processing,
-// complete) as they stand in the file. A missing file fails the test: CI and the
-// README's set-up put shared/ beside the module.
+// complete) as they stand in the file. A missing file fails the test.
 func ReferenceRequest(tb testing.TB) map[string]json.RawMessage {
 	tb.Helper()
 	b, err := os.ReadFile(ReferencePath(tb))

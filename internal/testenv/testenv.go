@@ -60,6 +60,8 @@ type sharedEnv struct {
 	clusterAddrs []string
 	clusterErr   error
 
+	builds [2]serviceBuild // ServiceBinary: [0] plain, [1] with -race
+
 	mu      sync.Mutex
 	servers []*server
 	dirs    []string

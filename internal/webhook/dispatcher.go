@@ -28,13 +28,13 @@ import (
 // with endpoints, read through a consumer group, and the endpoints themselves.
 type Outbox interface {
 	WebhookTenants(ctx context.Context) ([]domain.WebhookTenant, error)
-	ReadOutbox(ctx context.Context, consumer string, want map[string]int) ([]domain.WebhookMessage, error)
-	ClaimStaleOutbox(ctx context.Context, tenants []string, consumer string, minIdle time.Duration, count int) ([]domain.WebhookMessage, error)
-	ClaimWebhookRetries(ctx context.Context, tenants []string, now, leaseUntil time.Time, count int) ([]domain.WebhookMessage, error)
+	ReadOutbox(ctx context.Context, consumer string, want map[domain.ShardName]int) ([]domain.WebhookMessage, error)
+	ClaimStaleOutbox(ctx context.Context, tenants []domain.ShardName, consumer string, minIdle time.Duration, count int) ([]domain.WebhookMessage, error)
+	ClaimWebhookRetries(ctx context.Context, tenants []domain.ShardName, now, leaseUntil time.Time, count int) ([]domain.WebhookMessage, error)
 	SettleWebhook(ctx context.Context, m domain.WebhookMessage, o domain.WebhookSettlement) error
 	Webhook(ctx context.Context, c domain.WebhookCall, id string) (*domain.Webhook, error)
-	PruneWebhookTenant(ctx context.Context, tenant string) (bool, error)
-	ReapWebhookConsumers(ctx context.Context, tenant, self string, idle time.Duration) (int, error)
+	PruneWebhookTenant(ctx context.Context, tenant domain.ShardName) (bool, error)
+	ReapWebhookConsumers(ctx context.Context, tenant domain.ShardName, self string, idle time.Duration) (int, error)
 }
 
 // DispatcherOptions tune a Dispatcher.
@@ -103,14 +103,14 @@ type Dispatcher struct {
 
 	// watched is a copy of known for Nudge, which runs on every create and
 	// transition of the process: tenants without endpoints cost no lock.
-	watched atomic.Pointer[map[string]bool]
+	watched atomic.Pointer[map[domain.ShardName]bool]
 
 	mu          sync.Mutex
-	active      []string        // tenants to walk: in the registry and not frozen
-	known       map[string]bool // tenant -> active
-	dirty       map[string]bool // tenants written to by this process since the last read
-	busy        map[string]int  // attempts in flight per tenant
-	backlog     map[string]bool // tenants whose last read got all it asked for
+	active      []domain.ShardName        // tenants to walk: in the registry and not frozen
+	known       map[domain.ShardName]bool // tenant -> active
+	dirty       map[domain.ShardName]bool // tenants written to by this process since the last read
+	busy        map[domain.ShardName]int  // attempts in flight per tenant
+	backlog     map[domain.ShardName]bool // tenants whose last read got all it asked for
 	rot         int
 	lastRefresh time.Time
 	lastFull    time.Time
@@ -182,8 +182,8 @@ func NewDispatcher(out Outbox, o DispatcherOptions) (*Dispatcher, error) {
 	client := &http.Client{Transport: tr, Timeout: o.Timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return &Dispatcher{out: out, o: o, client: client, sem: make(chan struct{}, o.Concurrency),
-		wake: make(chan struct{}, 1), known: map[string]bool{}, dirty: map[string]bool{}, busy: map[string]int{},
-		backlog: map[string]bool{}}, nil
+		wake: make(chan struct{}, 1), known: map[domain.ShardName]bool{}, dirty: map[domain.ShardName]bool{}, busy: map[domain.ShardName]int{},
+		backlog: map[domain.ShardName]bool{}}, nil
 }
 
 // Options are the dispatcher's options, defaults applied.
@@ -199,7 +199,7 @@ func (d *Dispatcher) Stats() DispatchStats {
 // Nudge tells the dispatcher that tenant's outbox may have grown (a write in
 // this process: store.OnOutbox), so that it reads it now rather than at the next
 // poll. Tenants without endpoints are ignored. It never blocks.
-func (d *Dispatcher) Nudge(tenant string) {
+func (d *Dispatcher) Nudge(tenant domain.ShardName) {
 	if w := d.watched.Load(); w == nil || !(*w)[tenant] {
 		return
 	}
@@ -216,10 +216,11 @@ func (d *Dispatcher) Nudge(tenant string) {
 // Watch starts watching tenant at once (an endpoint was registered in this
 // process), before the next registry read finds it.
 func (d *Dispatcher) Watch(tenant string) {
+	name := domain.ShardName(tenant) // its shard 0's
 	d.mu.Lock()
-	if _, ok := d.known[tenant]; !ok {
-		d.known[tenant] = true
-		d.active = append(d.active, tenant)
+	if _, ok := d.known[name]; !ok {
+		d.known[name] = true
+		d.active = append(d.active, name)
 		d.publishKnown()
 	}
 	d.mu.Unlock()
@@ -227,7 +228,7 @@ func (d *Dispatcher) Watch(tenant string) {
 
 // publishKnown copies known for Nudge; d.mu is held.
 func (d *Dispatcher) publishKnown() {
-	w := make(map[string]bool, len(d.known))
+	w := make(map[domain.ShardName]bool, len(d.known))
 	for t, active := range d.known {
 		if active {
 			w[t] = true
@@ -280,7 +281,7 @@ func (d *Dispatcher) step(ctx, base context.Context) time.Duration {
 
 	d.mu.Lock()
 	full := now.Sub(d.lastFull) >= d.o.PollInterval
-	var tenants []string
+	var tenants []domain.ShardName
 	if full {
 		tenants = d.rotated()
 		d.lastFull = now
@@ -336,7 +337,7 @@ func (d *Dispatcher) step(ctx, base context.Context) time.Duration {
 // A tenant that gave all it was asked for has a backlog; it and the tenants
 // left unasked for want of slots are marked dirty, to be read again as soon as
 // there is room.
-func (d *Dispatcher) readNew(ctx, base context.Context, tenants []string, free int) int {
+func (d *Dispatcher) readNew(ctx, base context.Context, tenants []domain.ShardName, free int) int {
 	read := 0
 	for len(tenants) > 0 {
 		left := free - read
@@ -348,7 +349,7 @@ func (d *Dispatcher) readNew(ctx, base context.Context, tenants []string, free i
 			d.mu.Unlock()
 			break
 		}
-		want := map[string]int{}
+		want := map[domain.ShardName]int{}
 		d.mu.Lock()
 		for len(tenants) > 0 && len(want) < min(readChunk, left) {
 			t := tenants[0]
@@ -373,7 +374,7 @@ func (d *Dispatcher) readNew(ctx, base context.Context, tenants []string, free i
 		if err != nil {
 			break
 		}
-		got := map[string]int{}
+		got := map[domain.ShardName]int{}
 		for _, m := range msgs {
 			got[m.Queue()]++
 		}
@@ -394,7 +395,7 @@ func (d *Dispatcher) readNew(ctx, base context.Context, tenants []string, free i
 const readChunk = 12
 
 // withRoom is tenants without those that have MaxPerTenant attempts in flight.
-func (d *Dispatcher) withRoom(tenants []string) []string {
+func (d *Dispatcher) withRoom(tenants []domain.ShardName) []domain.ShardName {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := tenants[:0:0]
@@ -408,13 +409,13 @@ func (d *Dispatcher) withRoom(tenants []string) []string {
 
 // rotated is the active tenants starting at a moving offset, so that with more
 // tenants than free slots none waits behind the others for ever.
-func (d *Dispatcher) rotated() []string {
+func (d *Dispatcher) rotated() []domain.ShardName {
 	n := len(d.active)
 	if n == 0 {
 		return nil
 	}
 	d.rot = (d.rot + 1) % n
-	out := make([]string, 0, n)
+	out := make([]domain.ShardName, 0, n)
 	out = append(out, d.active[d.rot:]...)
 	return append(out, d.active[:d.rot]...)
 }
@@ -430,9 +431,9 @@ func (d *Dispatcher) refresh(ctx context.Context, now time.Time) {
 		d.storeError(err)
 		return
 	}
-	known := make(map[string]bool, len(ts))
-	active := make([]string, 0, len(ts))
-	var empty, all []string
+	known := make(map[domain.ShardName]bool, len(ts))
+	active := make([]domain.ShardName, 0, len(ts))
+	var empty, all []domain.ShardName
 	for _, t := range ts {
 		known[t.Name] = !t.Frozen
 		all = append(all, t.Name)

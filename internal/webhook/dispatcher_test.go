@@ -624,7 +624,7 @@ func TestTakeOverFromDeadReplica(t *testing.T) {
 		id := f.create("acme")
 		f.complete("acme", id)
 		// The dying replica: reads through the group, then nothing.
-		msgs, err := f.st.ReadOutbox(context.Background(), "dead-replica", map[string]int{"acme": 10})
+		msgs, err := f.st.ReadOutbox(context.Background(), "dead-replica", map[domain.ShardName]int{"acme": 10})
 		if err != nil || len(msgs) != 1 {
 			t.Fatalf("read %d messages: %v", len(msgs), err)
 		}
@@ -665,7 +665,7 @@ func TestRetryLeaseTakeOver(t *testing.T) {
 	// The dying replica claims the due retry with a lease and never settles it.
 	time.Sleep(150 * time.Millisecond)
 	now := time.Now()
-	claimed, err := f.st.ClaimWebhookRetries(context.Background(), []string{"acme"}, now, now.Add(time.Second), 10)
+	claimed, err := f.st.ClaimWebhookRetries(context.Background(), []domain.ShardName{"acme"}, now, now.Add(time.Second), 10)
 	if err != nil || len(claimed) != 1 || claimed[0].Attempt != 2 {
 		t.Fatalf("claimed %+v %v", claimed, err)
 	}

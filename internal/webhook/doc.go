@@ -1,5 +1,5 @@
 // Package webhook delivers request status changes to the endpoints tenants
-// register (spec §10; docs/webhooks.md): the registration service behind the
+// register (docs/reference.md §10; docs/webhooks.md): the registration service behind the
 // /v1/webhooks routes, the dispatcher that every serve replica runs, the
 // Standard Webhooks signature, the encryption of endpoint secrets at rest, and
 // the guard that keeps deliveries away from internal addresses.

@@ -46,7 +46,7 @@ func TestShardedTenantDelivered(t *testing.T) {
 		}
 		waitUntil(t, "every shard's outbox to empty", func() bool {
 			for _, wt := range names {
-				if f.outboxLen(wt.Name) != 0 || f.retriesLen(wt.Name) != 0 {
+				if f.outboxLen(string(wt.Name)) != 0 || f.retriesLen(string(wt.Name)) != 0 {
 					return false
 				}
 			}
@@ -85,7 +85,7 @@ func TestShardedTenantDelivered(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, wt := range names {
-			if n, _ := f.rdb.HLen(context.Background(), f.prefix+":{"+wt.Name+"}:whm").Result(); n != 0 {
+			if n, _ := f.rdb.HLen(context.Background(), f.prefix+":{"+string(wt.Name)+"}:whm").Result(); n != 0 {
 				t.Fatalf("shard %s still has the endpoint", wt.Name)
 			}
 		}

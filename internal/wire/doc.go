@@ -1,4 +1,4 @@
-// Package wire is the JSON of the HTTP API (spec §3, §4, §10): the strict
+// Package wire is the JSON of the HTTP API (docs/reference.md §3, §4, §10): the strict
 // decoders of every request body and of the list query, which turn bytes into
 // the domain's validated inputs or a VALIDATION_FAILED naming each bad field,
 // and the encoder of the request representation.

@@ -32,8 +32,9 @@ end
 local ok, rl = rate_gate(2, RL_READ_LIMIT, RL_READ_WINDOW, now)
 if not ok then return {'9' .. rl} end
 
-local letters = {'q', 'p', 's', 'f', 'c', 'e'}
-local at = {q = 1, p = 2, s = 3, f = 4, c = 5, e = 6}
+local letters = S_ALL
+local at = {}
+for i, st in ipairs(letters) do at[st] = i end
 local n = {0, 0, 0, 0, 0, 0}
 local lo, hi = tonumber(mins), tonumber(maxs) -- nil for -inf, +inf
 local function id_ms(id)

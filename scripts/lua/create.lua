@@ -63,9 +63,9 @@ end
 
 if not rcall('SET', record, rec, 'NX') then return redis.error_reply('ERR id collision') end
 rcall('ZADD', qset, now, id)
-rcall('ZADD', ARGV[8] .. 'q', 'GT', now, ARGV[6])
-label_move(ARGV[9], ARGV[10], nil, 'q', id, now)
+rcall('ZADD', ARGV[8] .. S_QUEUED, 'GT', now, ARGV[6])
+label_move(ARGV[9], ARGV[10], nil, S_QUEUED, id, now)
 if not m[3] then rcall('HSET', meta, 't:' .. ARGV[6], '1') end
-if m[2] then emit_webhooks(hooks, outbox, OUTBOX_BOUND, 'q', id, now, rec) end
-if AUDIT_BOUND > 0 then audit_add(KEYS[6], meta, id, '1', '1', '', 'q', ARGV[7], now, ARGV[6], '') end
+if m[2] then emit_webhooks(hooks, outbox, OUTBOX_BOUND, S_QUEUED, id, now, rec) end
+if AUDIT_BOUND > 0 then audit_add(KEYS[6], meta, id, '1', '1', '', S_QUEUED, ARGV[7], now, ARGV[6], '') end
 return '0' .. rl

@@ -110,7 +110,7 @@ local function gone(ex, now)
 end
 
 local function terminal(st)
-  return st == 's' or st == 'f' or st == 'c' or st == 'e'
+  return st == S_SUCCEEDED or st == S_FAILED or st == S_CANCELLED or st == S_EXPIRED
 end
 
 --- @include "rcall"
@@ -166,9 +166,9 @@ local function audit_seq(ev)
 end
 
 -- failure_code is the code of a failure payload ({"code":"...",...}, which Go
--- always writes code first) for statuses f and e, else "".
+-- always writes code first) for statuses failed and expired, else "".
 local function failure_code(to, payload)
-  if to ~= 'f' and to ~= 'e' then return '' end
+  if to ~= S_FAILED and to ~= S_EXPIRED then return '' end
   return string.match(payload, '^{"code":"([^"]*)"') or ''
 end
 

@@ -1,5 +1,5 @@
 -- list.lua: the ids of one page of a tenant's requests, newest first (created_at
--- descending, ties by id descending), from the (status, type) indexes (spec §4).
+-- descending, ties by id descending), from the (status, type) indexes (docs/reference.md §4).
 -- It returns ids only; the caller reads the records in one more round trip (MGET)
 -- and drops those that changed or vanished in between.
 -- Order: every index entry's score is its id's own UUIDv7 millisecond (create.lua
@@ -217,7 +217,7 @@ if lazy then
     if not sh.built then
       -- a shard written without the summaries: build them from every index's head
       local types = tenant_types(sh.meta)
-      for _, st in ipairs({'q', 'p', 's', 'f', 'c', 'e'}) do
+      for _, st in ipairs(S_ALL) do
         rcall('DEL', sh.heads .. st)
         for j = 1, #types do
           local r = rcall('ZREVRANGE', sh.prefix .. st .. ':' .. types[j], 0, 0, 'WITHSCORES')

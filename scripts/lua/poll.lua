@@ -1,5 +1,5 @@
 -- poll.lua: read one request and, for a caller, pace its polling and count its read
--- rate limits, all in one round trip (spec §5). Pacing state lives in the
+-- rate limits, all in one round trip (docs/reference.md §5). Pacing state lives in the
 -- request's pacing hash, field <caller> = "n,at,ra"; the terminal transition and
 -- delete remove that hash, so it never outlives the request's active life.
 -- KEYS[1] record   KEYS[2] tenant meta hash   KEYS[3] pacing hash

@@ -54,7 +54,7 @@ for i = 1, #entries do
         -- member goes, and so do the queued and processing ones that
         -- transitions leave behind, once those indexes are empty too
         rcall('ZREM', ARGV[6] .. st, typ)
-        for _, a in ipairs({'q', 'p'}) do
+        for _, a in ipairs(S_LIVE) do
           if rcall('EXISTS', ARGV[5] .. a .. ':' .. typ) == 0 then rcall('ZREM', ARGV[6] .. a, typ) end
         end
       end

@@ -99,7 +99,7 @@ if terminal(from) then
 end
 if guard ~= '' then
   if from ~= guard then return '7' end
-  if guard == 'q' then
+  if guard == S_QUEUED then
     local qt = tonumber(per_type(QUEUED_TIMEOUT_BY_TYPE, f[F_TYPE], QUEUED_TIMEOUT))
     if tonumber(ARGV[9]) + qt > tonumber(now) then return '7' end
   else
@@ -124,16 +124,16 @@ if from ~= to then
 end
 f[F_VERSION] = tostring(tonumber(f[F_VERSION]) + 1)
 
-if to == 'p' then
+if to == S_PROCESSING then
   if payload ~= '' then f[F_PROGRESS] = payload end
   local timeout = tonumber(per_type(PROCESSING_TIMEOUT_BY_TYPE, f[F_TYPE], PROCESSING_TIMEOUT))
   rcall('ZADD', deadlines, fmt_ms(tonumber(now) + timeout), id)
   rec = rec_join(f)
   rcall('SET', record, rec)
 else
-  if to == 's' then
+  if to == S_SUCCEEDED then
     f[F_RESULT_TYPE], f[F_RESULT] = ARGV[5], payload
-  elseif to == 'f' or to == 'e' then
+  elseif to == S_FAILED or to == S_EXPIRED then
     f[F_FAILURE] = payload
   else
     f[F_CANCELLATION] = payload
@@ -141,7 +141,7 @@ else
   f[F_COMPLETED] = d
   -- only processing requests have a deadline entry (the sweeper drops a stray
   -- queued one once due)
-  if from == 'p' then rcall('ZREM', deadlines, id) end
+  if from == S_PROCESSING then rcall('ZREM', deadlines, id) end
   -- pacing state ends with the request's active life
   rcall('DEL', pacing)
   local keep = tonumber(per_type(RETENTION_BY_TYPE, f[F_TYPE], RETENTION))
