@@ -23,6 +23,10 @@ type CreateParams struct {
 	// Context is encoded as a JSON object (at most limits.context_bytes,
 	// 4 KiB by default) and returned with the request. Optional.
 	Context any
+	// Labels (at most 8; names ^[a-z][a-z0-9_.-]{0,62}$, values
+	// ^[A-Za-z0-9]([A-Za-z0-9._:/-]{0,61}[A-Za-z0-9])?$) are fixed at create;
+	// listings can filter by them. Optional.
+	Labels map[string]string
 	// EstimatedDuration (1s..24h, whole seconds) sets the create answer's
 	// Retry-After within the polling schedule. Optional.
 	EstimatedDuration time.Duration
@@ -34,6 +38,9 @@ func (c *Client) Create(ctx context.Context, p CreateParams, opts ...CallOption)
 	body := map[string]any{"type": p.Type}
 	if p.Context != nil {
 		body["context"] = p.Context
+	}
+	if len(p.Labels) > 0 {
+		body["labels"] = p.Labels
 	}
 	if p.EstimatedDuration > 0 {
 		body["estimated_duration_seconds"] = int64((p.EstimatedDuration + time.Second - 1) / time.Second)
@@ -81,6 +88,9 @@ type ListOptions struct {
 	Type string
 	// Statuses keeps requests in any of these statuses.
 	Statuses []Status
+	// Labels keeps requests carrying every one of these labels (at most 4):
+	// the label_selector.
+	Labels map[string]string
 	// CreatedAfter and CreatedBefore bound created_at, inclusive.
 	CreatedAfter, CreatedBefore time.Time
 	// Limit is the page size, 1..200. default: 50 (the service's).
@@ -107,6 +117,9 @@ func (o ListOptions) query() url.Values {
 	}
 	if !o.CreatedBefore.IsZero() {
 		q.Set("created_before", o.CreatedBefore.UTC().Format(time.RFC3339Nano))
+	}
+	if sel := labelSelector(o.Labels); sel != "" {
+		q.Set("label_selector", sel)
 	}
 	if o.Limit > 0 {
 		q.Set("limit", strconv.Itoa(o.Limit))

@@ -40,6 +40,8 @@ type Request struct {
 	Progress *Progress `json:"progress,omitempty"`
 	// Context is the JSON object given at create, nil if none.
 	Context json.RawMessage `json:"context,omitempty"`
+	// Labels are the labels given at create, nil if none.
+	Labels map[string]string `json:"labels,omitempty"`
 	// ResultType ("link", "confirmation", "answer") and Result are set when
 	// succeeded; read Result with Link, Confirmation or DecodeAnswer.
 	ResultType string          `json:"result_type,omitempty"`

@@ -19,7 +19,7 @@ import (
 
 const requestsUsage = `usage:
   asyncstatus requests get ID [--json]
-  asyncstatus requests list [--type T] [--status S[,S]] [--limit N] [--json]
+  asyncstatus requests list [--type T] [--status S[,S]] [--label-selector name=value[,...]] [--limit N] [--json]
   asyncstatus requests events ID [--json]
   asyncstatus requests wait ID [--timeout DURATION] [--json]
 Every requests command takes:
@@ -239,12 +239,13 @@ func eventsJSON(evs []client.Event) any {
 
 // requestsList runs `requests list`.
 func requestsList(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	var typ, status string
+	var typ, status, selector string
 	limit := 50
 	rf, pos, help, err := parseRequestFlags("list", args, getenv, stdout, func(fs *flag.FlagSet) {
 		fs.StringVar(&typ, "type", "", "only requests of this type")
 		fs.StringVar(&status, "status", "", "only requests in these statuses (comma-separated)")
 		fs.IntVar(&limit, "limit", 50, "at most this many requests, newest first")
+		fs.StringVar(&selector, "label-selector", "", "only requests carrying every one of these labels (name=value, comma-separated, at most 4)")
 	})
 	if err != nil || help {
 		return err
@@ -256,6 +257,22 @@ func requestsList(ctx context.Context, args []string, getenv func(string) string
 		return usageError{"requests list: --limit must be at least 1"}
 	}
 	o := client.ListOptions{Type: typ, Limit: min(limit, 200)}
+	for term := range strings.SplitSeq(selector, ",") {
+		if term = strings.TrimSpace(term); term == "" {
+			continue
+		}
+		n, v, ok := strings.Cut(term, "=")
+		if !ok {
+			return usageError{"requests list: --label-selector takes name=value terms, not " + term}
+		}
+		if o.Labels == nil {
+			o.Labels = map[string]string{}
+		}
+		if _, twice := o.Labels[n]; twice {
+			return usageError{"requests list: --label-selector names " + n + " twice"}
+		}
+		o.Labels[n] = v
+	}
 	for s := range strings.SplitSeq(status, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			o.Statuses = append(o.Statuses, client.Status(s))

@@ -154,7 +154,19 @@ func TestRequestsCommands(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &page); err != nil || len(page.Items) != 1 || page.Items[0]["id"] != x.ID {
 			t.Fatalf("--status: %v %s", err, out)
 		}
-		_, errb := wantExit(t, 4, env, "requests", "list", "--status", "bogus")
+		lab, err := s.c.Create(context.Background(), client.CreateParams{Type: "cli.list", Labels: map[string]string{"env": "prod", "team": "a"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ = wantExit(t, 0, env, "requests", "list", "--label-selector", "team=a,env=prod", "--json")
+		if err := json.Unmarshal([]byte(out), &page); err != nil || len(page.Items) != 1 || page.Items[0]["id"] != lab.ID {
+			t.Fatalf("--label-selector: %v %s", err, out)
+		}
+		_, errb := wantExit(t, 4, env, "requests", "list", "--label-selector", "Env=x")
+		if !strings.Contains(errb, "VALIDATION_FAILED") {
+			t.Fatal(errb)
+		}
+		_, errb = wantExit(t, 4, env, "requests", "list", "--status", "bogus")
 		if !strings.Contains(errb, "VALIDATION_FAILED") {
 			t.Fatal(errb)
 		}

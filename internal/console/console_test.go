@@ -159,7 +159,7 @@ func TestCSRF(t *testing.T) {
 	actions := []string{"/t/acme/requests/" + r.ID + "/cancel", "/t/acme/requests/" + r.ID + "/delete",
 		"/t/acme/freeze", "/t/acme/keys/" + keyID + "/revoke", "/signout"}
 	for _, p := range actions {
-		for name, form := range map[string]url.Values{"missing": {}, "wrong": {"csrf": {"x" + token[1:]}},
+		for name, form := range map[string]url.Values{"missing": {}, "wrong": {"csrf": {wrongToken(token)}},
 			"another session's": {"csrf": {other}}} {
 			wantStatus(t, c.post(p, form), http.StatusForbidden, p+" with the token "+name)
 		}
@@ -663,4 +663,44 @@ func TestRequestsPagesApartUnderLoad(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRequestsPageByLabel: the requests page filters by label_selector, shows
+// the selector back in its form, and keeps it in the next page's link.
+func TestRequestsPageByLabel(t *testing.T) {
+	s := newStack(t, miniredis(), stackOptions{config: []byte("auth:\n  poll_token_secret: '***'\n")})
+	op, _ := s.operatorKey(t)
+	var prod []string
+	for i, env := range []string{"prod", "dev", "prod", "prod"} {
+		r, _, err := s.st.Create(ctx, domain.CreateParams{Tenant: "acme", CreatedBy: "key_w",
+			Input: domain.CreateInput{Type: "x", Labels: domain.Labels("env=" + env + ",n=" + string(rune('a'+i)))}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if env == "prod" {
+			prod = append([]string{r.ID}, prod...)
+		}
+	}
+	c := s.mustSignIn(t, op)
+	a := c.get("/t/acme/requests?label_selector=env%3Dprod&limit=2")
+	wantStatus(t, a, 200, "requests by label")
+	wantIn(t, a, "requests by label", `name="label_selector" value="env=prod"`, `data-id="`+prod[0], `data-id="`+prod[1])
+	if strings.Contains(a.body, `data-id="`+prod[2]) {
+		t.Fatalf("page of two shows a third:\n%s", a.body)
+	}
+	next := between(a.body, `rel="next" href="`, `"`)
+	a = c.get("/t/acme/requests" + strings.ReplaceAll(next, "&amp;", "&"))
+	if !strings.Contains(a.body, `data-id="`+prod[2]) || strings.Contains(a.body, `data-id="`+prod[0]) {
+		t.Fatalf("second page (%s):\n%s", next, a.body)
+	}
+	wantStatus(t, c.get("/t/acme/requests?label_selector=Env%3Dx"), http.StatusBadRequest, "bad selector")
+}
+
+// wrongToken is token with its first character changed: never token itself,
+// whatever character it starts with.
+func wrongToken(token string) string {
+	if token[0] == 'x' {
+		return "y" + token[1:]
+	}
+	return "x" + token[1:]
 }

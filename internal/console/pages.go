@@ -93,12 +93,13 @@ func (s *Server) requestsPage(w http.ResponseWriter, r *http.Request, v *view) {
 // filterForm is what the filter form shows back: the values as given.
 type filterValues struct {
 	Type, CreatedAfter, CreatedBefore, Limit string
+	LabelSelector                            string
 	Status                                   map[domain.Status]bool
 }
 
 func filterForm(q url.Values) filterValues {
 	fv := filterValues{Type: q.Get("type"), CreatedAfter: q.Get("created_after"), CreatedBefore: q.Get("created_before"),
-		Limit: q.Get("limit"), Status: map[domain.Status]bool{}}
+		Limit: q.Get("limit"), LabelSelector: q.Get("label_selector"), Status: map[domain.Status]bool{}}
 	for _, v := range q["status"] {
 		for _, st := range strings.Split(v, ",") {
 			fv.Status[domain.Status(st)] = true
@@ -121,6 +122,9 @@ func nextPage(f domain.ListFilter, cursor string) string {
 	}
 	if f.CreatedBefore != nil {
 		q.Set("created_before", f.CreatedBefore.UTC().Format(time.RFC3339Nano))
+	}
+	if f.LabelSelector != "" {
+		q.Set("label_selector", string(f.LabelSelector))
 	}
 	q.Set("limit", strconv.Itoa(f.Limit))
 	q.Set("cursor", cursor)

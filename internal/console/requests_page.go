@@ -138,7 +138,9 @@ func appendRequestsContent(b []byte, v *view, d *requestsData) []byte {
 	b = appendEscaped(b, f.Type)
 	b = append(b, "\" size=\"16\"></label>\n  <fieldset><legend>status</legend>\n  "...)
 	b = appendStatusBoxes(b, f)
-	b = append(b, "\n  </fieldset>\n  <label>created after <input name=\"created_after\" value=\""...)
+	b = append(b, "\n  </fieldset>\n  <label>labels <input name=\"label_selector\" value=\""...)
+	b = appendEscaped(b, f.LabelSelector)
+	b = append(b, "\" placeholder=\"env=prod,team=a\" size=\"22\"></label>\n  <label>created after <input name=\"created_after\" value=\""...)
 	b = appendEscaped(b, f.CreatedAfter)
 	b = append(b, "\" placeholder=\"2026-12-01T00:00:00Z\" size=\"22\"></label>\n"+
 		"  <label>created before <input name=\"created_before\" value=\""...)

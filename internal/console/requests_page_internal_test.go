@@ -52,7 +52,7 @@ func TestRequestsPageIsTheTemplate(t *testing.T) {
 				if variant == 3 {
 					v.Live = "/t/" + h + "/live"
 				}
-				d := &requestsData{Now: now, Filter: filterValues{Type: h, CreatedAfter: h + "1", CreatedBefore: "2" + h, Limit: h,
+				d := &requestsData{Now: now, Filter: filterValues{Type: h, CreatedAfter: h + "1", CreatedBefore: "2" + h, Limit: h, LabelSelector: "l" + h,
 					Status: map[domain.Status]bool{domain.Statuses[hi%6]: true, domain.Status(h): true}},
 					Summary: domain.TenantSummary{Tenant: tenant, Frozen: variant == 1, Counts: map[domain.Status]int64{
 						domain.StatusQueued: int64(hi * 1000), domain.StatusFailed: 7}}}

@@ -23,6 +23,8 @@ func ValidType(t string) bool { return typePattern.MatchString(t) }
 type CreateInput struct {
 	Type    string
 	Context json.RawMessage // compact JSON object, or nil
+	// Labels are fixed at create; "" for none.
+	Labels Labels
 	// EstimatedDurationSeconds is 0 when not given.
 	EstimatedDurationSeconds int
 }

@@ -6,6 +6,8 @@ import "time"
 const (
 	DefaultListLimit = 50
 	MaxListLimit     = 200
+	// MaxLookupIDs bounds the ids of one lookup (ListFilter.IDs).
+	MaxLookupIDs = 100
 )
 
 // ListFilter is a validated list query. Zero values mean "no filter".
@@ -16,6 +18,13 @@ type ListFilter struct {
 	Statuses []Status
 	// CreatedAfter and CreatedBefore bound created_at, both inclusive.
 	CreatedAfter, CreatedBefore *time.Time
+	// LabelSelector keeps requests carrying every one of these labels
+	// (docs/reference.md §16), at most MaxSelectorTerms; "" for none.
+	LabelSelector Labels
+	// IDs, when not nil, makes the listing a lookup (docs/reference.md §16):
+	// the visible requests among these ids (1..MaxLookupIDs, none of the
+	// other filters, no cursor), newest first, on one page.
+	IDs []string
 	// Limit is the page size, 1..MaxListLimit.
 	Limit int
 	// Cursor is the opaque continuation from a previous page; "" for the first.

@@ -69,6 +69,7 @@ type Request struct {
 	Done        bool            `json:"done"`
 	Progress    json.RawMessage `json:"progress,omitempty"`
 	Context     json.RawMessage `json:"context,omitempty"`
+	Labels      Labels          `json:"labels,omitempty"`
 	ResultType  string          `json:"result_type,omitempty"`
 	Result      json.RawMessage `json:"result,omitempty"`
 	Failure     json.RawMessage `json:"failure,omitempty"`

@@ -72,6 +72,9 @@ func (s *Server) nextPageURL(c *fiber.Ctx, f domain.ListFilter, cursor string) s
 	if f.CreatedBefore != nil {
 		q.Set("created_before", f.CreatedBefore.Format(time.RFC3339Nano))
 	}
+	if f.LabelSelector != "" {
+		q.Set("label_selector", string(f.LabelSelector))
+	}
 	q.Set("limit", strconv.Itoa(f.Limit))
 	q.Set("cursor", cursor)
 	// requestURL(c, "") is the collection's URL with a trailing slash.

@@ -474,6 +474,16 @@ func TestOpenAPIContract(t *testing.T) {
 		k.check(t, e, exchange{name: "list no credential", method: "GET", path: "/v1/requests", want: 401, code: "UNAUTHENTICATED", invalid: true})
 		k.check(t, e, exchange{name: "list by poll token", method: "GET", path: "/v1/requests", hdr: []string{"X-Poll-Token", tok}, want: 401, code: "UNAUTHENTICATED", invalid: true})
 		k.check(t, e, exchange{name: "list write-only key", method: "GET", path: "/v1/requests", hdr: w, want: 403, code: "FORBIDDEN"})
+		k.check(t, e, exchange{name: "list by label", method: "GET", path: "/v1/requests?label_selector=env=prod,team=a", hdr: r, want: 200})
+		k.check(t, e, exchange{name: "list bad label selector", method: "GET", path: "/v1/requests?label_selector=env", hdr: r, want: 400, code: "VALIDATION_FAILED", invalid: true})
+		k.check(t, e, exchange{name: "lookup", method: "GET", path: "/v1/requests?ids=" + id + ",nope", hdr: r, want: 200})
+		k.check(t, e, exchange{name: "lookup with a filter", method: "GET", path: "/v1/requests?ids=" + id + "&type=x", hdr: r, want: 400, code: "VALIDATION_FAILED"})
+		k.check(t, e, exchange{name: "counts", method: "GET", path: "/v1/requests/counts", hdr: r, want: 200})
+		k.check(t, e, exchange{name: "counts by label", method: "GET", path: "/v1/requests/counts?label_selector=env=prod&created_after=2020-01-01T00:00:00Z", hdr: r, want: 200})
+		k.check(t, e, exchange{name: "counts by type", method: "GET", path: "/v1/requests/counts?type=statement.export", hdr: r, want: 200})
+		k.check(t, e, exchange{name: "counts bad query", method: "GET", path: "/v1/requests/counts?type=X", hdr: r, want: 400, code: "VALIDATION_FAILED", invalid: true})
+		k.check(t, e, exchange{name: "counts no credential", method: "GET", path: "/v1/requests/counts", want: 401, code: "UNAUTHENTICATED", invalid: true})
+		k.check(t, e, exchange{name: "counts write-only key", method: "GET", path: "/v1/requests/counts", hdr: w, want: 403, code: "FORBIDDEN"})
 	}
 
 	// standard long-running-operation clients (docs/reference.md §15; lro_contract_test.go)
@@ -590,7 +600,8 @@ func authedExchanges(id, tok string, listed bool, rw, admin []string) []exchange
 		{name: "webhook deliveries", method: "GET", path: "/v1/webhooks/" + unknownWebhook + "/deliveries", hdr: admin},
 	}
 	if listed {
-		x = append(x, exchange{name: "list", method: "GET", path: "/v1/requests", hdr: rw})
+		x = append(x, exchange{name: "list", method: "GET", path: "/v1/requests", hdr: rw},
+			exchange{name: "counts", method: "GET", path: "/v1/requests/counts", hdr: rw})
 	}
 	return append(x, lroExchanges(id, tok, rw, admin)...)
 }

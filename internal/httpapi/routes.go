@@ -25,6 +25,9 @@ func (s *Server) routes() {
 	v1 := a.Group("/v1")
 	v1.Post("/requests", s.authedCounted(domain.ScopeWrite, false), s.create)
 	v1.Get("/requests", s.authedCounted(domain.ScopeRead, false), s.list) // API keys only: poll tokens cannot list
+
+	// before :id, which would take "counts"
+	v1.Get("/requests/counts", s.authedCounted(domain.ScopeRead, false), s.counts)
 	v1.Get("/requests/:id", s.authedPoll(), s.poll)
 	if !s.opts.withoutLRO {
 		// The two other views of the poll (docs/reference.md §15): right after it, so that

@@ -28,6 +28,9 @@ type Requests interface {
 	// ReadEvents reads a request with its events, counting p.Credential as Poll does.
 	ReadEvents(ctx context.Context, p domain.PollParams) (domain.PollResult, error)
 	List(ctx context.Context, tenant string, f domain.ListFilter) (*domain.ListPage, error)
+	// Counts counts the tenant's requests by status under f's type, label
+	// selector (one term) and time bounds, counting f.Credential as List does.
+	Counts(ctx context.Context, tenant string, f domain.ListFilter) (domain.StatusCounts, error)
 	MarkProcessing(ctx context.Context, p domain.TransitionParams, in domain.ProgressInput) (*domain.Request, error)
 	Complete(ctx context.Context, p domain.TransitionParams, in domain.CompleteInput) (*domain.Request, error)
 	Fail(ctx context.Context, p domain.TransitionParams, in domain.FailInput) (*domain.Request, error)

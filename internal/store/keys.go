@@ -69,6 +69,21 @@ func (k keys) index(tag string, s domain.Status, typ string) string {
 
 func (k keys) indexPrefix(tag string) string { return k.prefix + ":" + tag + ":ix:" }
 
+// labelIndexPrefix: the prefix of the label indexes, one zset per status and
+// label ("<labelIndexPrefix><status letter>:<name>=<value>", the label in
+// domain.Labels' spelling), member a request id, score its created_at (ms). A
+// request with labels is in the index of each of its labels for its status:
+// create.lua adds them, transition.lua moves them with the (status, type)
+// entry, delete.lua, sweep.lua and reapply.lua remove them. The scripts
+// other than create.lua name them from indexPrefix + "l:" (no status letter is
+// "l", so no label index is a (status, type) index). docs/listing.md, Labels.
+func (k keys) labelIndexPrefix(tag string) string { return k.indexPrefix(tag) + "l:" }
+
+// labelIndex is the label index of (status, label term).
+func (k keys) labelIndex(tag string, s domain.Status, term string) string {
+	return k.labelIndexPrefix(tag) + statusCode[s] + ":" + term
+}
+
 // indexHeads: the prefix of the index-head summaries, one zset per shard and
 // status ("<indexHeads><status letter>"), member a type, score at least the
 // newest created_at (ms) in that (status, type) index: create.lua and

@@ -35,6 +35,9 @@ type position struct {
 // List answers one page of a tenant's requests, newest first (docs/reference.md §4). See
 // scripts/lua/list.lua for the plan and docs/listing.md for the costs.
 func (s *Store) List(ctx context.Context, tenant string, f domain.ListFilter) (*domain.ListPage, error) {
+	if f.IDs != nil {
+		return s.lookup(ctx, tenant, f) // list_lookup.go
+	}
 	return s.list(ctx, tenant, f, nil)
 }
 
@@ -88,7 +91,8 @@ func (s *Store) list(ctx context.Context, tenant string, f domain.ListFilter, al
 	// version (a Cluster upgrading pins S = 1 for its rollout:
 	// docs/operations.md), so it is used there. One shard reads its indexes
 	// directly: there is nothing to merge.
-	q := listQuery{tags: tags, letters: letters, typ: f.Type, minScore: minScore, lazy: len(tags) > 1 && f.Type == ""}
+	q := listQuery{tags: tags, letters: letters, typ: f.Type, minScore: minScore, lazy: len(tags) > 1 && f.Type == "",
+		labels: string(f.LabelSelector)}
 	groups := s.shardGroups(ctx, tags)
 	page := &domain.ListPage{Items: make([]*domain.Request, 0, limit)}
 	more := false
@@ -190,6 +194,9 @@ type listQuery struct {
 	tags                                  []string
 	letters, typ, maxScore, minScore, cID string
 	lazy                                  bool
+	// labels are the label selector's terms: list_labels.lua takes them in
+	// list.lua's ARGV[7] (the plan), "" for list.lua
+	labels string
 }
 
 // listCalls are a round's list.lua calls, one per group of shards: the ids
@@ -199,6 +206,9 @@ func (s *Store) listCalls(q listQuery, groups [][]int, round, want int) []script
 	plan := ""
 	if q.lazy {
 		plan = "1"
+	}
+	if q.labels != "" {
+		plan = q.labels
 	}
 	calls := make([]scriptCall, len(groups))
 	for i, g := range groups {
@@ -384,6 +394,9 @@ func filterDigest(tenant string, f domain.ListFilter) [8]byte {
 	b.WriteString("\x00")
 	for _, st := range f.Statuses { // sorted and unique (wire.DecodeListQuery)
 		b.WriteString(string(st) + ",")
+	}
+	if f.LabelSelector != "" { // absent, the digest is the one of cursors made before labels
+		b.WriteString("\x00l:" + string(f.LabelSelector))
 	}
 	for _, t := range []*time.Time{f.CreatedAfter, f.CreatedBefore} {
 		b.WriteString("\x00")

@@ -44,6 +44,7 @@ const (
 	fResult              // result (JSON)
 	fFailure             // failure (JSON)
 	fCancellation        // cancellation (JSON)
+	fLabels              // labels in their canonical spelling (domain.Labels), "" for none; absent from records written before labels
 	recordFields
 )
 
@@ -52,6 +53,7 @@ var recordFieldNames = [recordFields]string{
 	fStatus: "STATUS", fVersion: "VERSION", fType: "TYPE", fExpires: "EXPIRES", fCreatedBy: "CREATED_BY",
 	fUpdated: "UPDATED", fCompleted: "COMPLETED", fEvents: "EVENTS", fResultType: "RESULT_TYPE",
 	fContext: "CONTEXT", fProgress: "PROGRESS", fResult: "RESULT", fFailure: "FAILURE", fCancellation: "CANCELLATION",
+	fLabels: "LABELS",
 }
 
 // recordConstants hands the layout to the scripts: F_<name>, each field's
@@ -71,9 +73,9 @@ func recordConstants() []luaConst {
 // newRecord is the record of a request just created: queued, version 1, updated
 // at its created_at. No value may hold recordSep; validated JSON cannot (control
 // characters only appear escaped), nor can a valid type or key id.
-func newRecord(typ, createdBy string, context json.RawMessage) string {
+func newRecord(typ, createdBy string, context json.RawMessage, labels domain.Labels) string {
 	var b strings.Builder
-	b.Grow(24 + len(typ) + len(createdBy) + len(context))
+	b.Grow(25 + len(typ) + len(createdBy) + len(context) + len(labels))
 	b.WriteString(statusCode[domain.StatusQueued])
 	b.WriteString("\x1f1\x1f")
 	b.WriteString(typ)
@@ -81,7 +83,8 @@ func newRecord(typ, createdBy string, context json.RawMessage) string {
 	b.WriteString(createdBy)
 	b.WriteString("\x1f0\x1f\x1f\x1f\x1f")
 	b.Write(context)
-	b.WriteString("\x1f\x1f\x1f\x1f")
+	b.WriteString("\x1f\x1f\x1f\x1f\x1f")
+	b.WriteString(string(labels))
 	return b.String()
 }
 
@@ -99,16 +102,26 @@ func decodeRecord(id, rec string, withEvents bool) (*domain.Request, error) {
 	var f [recordFields]string
 	var pos [recordFields + 1]int
 	rest := rec
-	for i := 0; i < recordFields-1; i++ {
+	last := recordFields - 1
+	for i := 0; i < last; i++ {
 		j := strings.IndexByte(rest, recordSep)
+		if j < 0 && i == fLabels-1 {
+			// A record written before labels: its last field is the
+			// cancellation, and it has no labels.
+			last = i
+			break
+		}
 		if j < 0 {
 			return nil, backend("decode request "+id, fmt.Errorf("record has %d fields, want %d", i+1, recordFields))
 		}
 		f[i], rest = rest[:j], rest[j+1:]
 		pos[i+1] = pos[i] + j + 1
 	}
-	f[recordFields-1] = rest
-	pos[recordFields] = len(rec) + 1
+	f[last] = rest
+	pos[last+1] = len(rec) + 1
+	for i := last + 1; i <= recordFields; i++ {
+		pos[i] = pos[last+1]
+	}
 	raw := func(i int) json.RawMessage {
 		if pos[i+1]-1 == pos[i] {
 			return nil
@@ -136,6 +149,7 @@ func decodeRecord(id, rec string, withEvents bool) (*domain.Request, error) {
 	r.Result = raw(fResult)
 	r.Failure = raw(fFailure)
 	r.Cancellation = raw(fCancellation)
+	r.Labels = domain.Labels(f[fLabels])
 	if withEvents {
 		r.Events = decodeEvents(ca, r.CreatedBy, f[fEvents])
 	}

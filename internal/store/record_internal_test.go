@@ -19,7 +19,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	if !ok || ca != uuidTime(u).UnixMilli() {
 		t.Fatalf("idMillis %d %v, want %d", ca, ok, uuidTime(u).UnixMilli())
 	}
-	rec := newRecord("statement.export", "key_a", json.RawMessage(`{"a":1}`))
+	rec := newRecord("statement.export", "key_a", json.RawMessage(`{"a":1}`), "")
 	r, err := decodeRecord(id, rec, true)
 	if err != nil {
 		t.Fatal(err)
@@ -68,13 +68,13 @@ func TestDecodeRecordRejectsGarbage(t *testing.T) {
 			t.Errorf("decodeRecord(%q) accepted", rec)
 		}
 	}
-	if _, err := decodeRecord("not-an-id", newRecord("x", "k", nil), true); err == nil {
+	if _, err := decodeRecord("not-an-id", newRecord("x", "k", nil, ""), true); err == nil {
 		t.Error("a record under a bad id decoded")
 	}
 }
 
 func FuzzDecodeRecord(f *testing.F) {
-	f.Add(newRecord("x", "key_a", json.RawMessage(`{}`)))
+	f.Add(newRecord("x", "key_a", json.RawMessage(`{}`), ""))
 	f.Add("s\x1f2\x1fx\x1f\x1fb\x1f-5\x1f9\x1fs,p,@,x1@\x1f\x1f\x1f\x1f\x1f\x1f")
 	id := uuid.Must(uuid.NewV7()).String()
 	f.Fuzz(func(t *testing.T, rec string) {
@@ -97,7 +97,7 @@ func FuzzRecordValues(f *testing.F) {
 		if strings.ContainsRune(string(ctxJSON), recordSep) || strings.ContainsRune(string(result), recordSep) {
 			t.Fatalf("separator inside encoded JSON: %q %q", ctxJSON, result)
 		}
-		rec := strings.Split(newRecord("x", "key_a", ctxJSON), "\x1f")
+		rec := strings.Split(newRecord("x", "key_a", ctxJSON, ""), "\x1f")
 		rec[fStatus], rec[fResultType], rec[fResult], rec[fCompleted] = "s", "answer", string(result), "1"
 		r, err := decodeRecord(id, strings.Join(rec, "\x1f"), true)
 		if err != nil {
@@ -149,7 +149,7 @@ func TestRecordLayoutConstants(t *testing.T) {
 	if strings.Contains(src, "F_STATUS") || !strings.Contains(src, "f[1]") {
 		t.Fatalf("field positions not written in as numbers:\n%s", src)
 	}
-	rec := newRecord("report.v1", "key_a", []byte(`{"a":1}`))
+	rec := newRecord("report.v1", "key_a", []byte(`{"a":1}`), "")
 	want := []any{int64(recordFields), "q", "report.v1", "key_a", `{"a":1}`, "", int64(1), "q", "report.v1", ""}
 	evalOnEveryBackend(t, src, want, rec)
 }

@@ -47,7 +47,7 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 	in := p.Input
 	fp := "" // only an Idempotency-Key needs the body's digest
 	if p.IdemKey != "" {
-		fp = fingerprint("create", in.Type, string(in.Context), strconv.Itoa(in.EstimatedDurationSeconds))
+		fp = fingerprint("create", in.Type, string(in.Context), strconv.Itoa(in.EstimatedDurationSeconds), string(in.Labels))
 	}
 	stale := ""
 	var digest []byte
@@ -65,8 +65,8 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 		id := u.String()
 		// created_at is the id's own timestamp, so that id order is creation order.
 		created := uuidTime(u)
-		a := createArgs{on: on{tag: tag, id: id, now: ms(created)}, rec: newRecord(in.Type, p.CreatedBy, in.Context),
-			fp: fp, stale: stale, typ: in.Type, by: p.CreatedBy}
+		a := createArgs{on: on{tag: tag, id: id, now: ms(created)}, rec: newRecord(in.Type, p.CreatedBy, in.Context, in.Labels),
+			fp: fp, stale: stale, typ: in.Type, by: p.CreatedBy, labels: in.Labels}
 		if attempt == 0 { // counted once: a retry after a stale idempotency entry is the same call
 			a.rate = s.counters(tag, ratelimit.ScopeWrite, p.Credential)
 		}
@@ -87,7 +87,7 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 			s.outboxHook.written(shardName(tag))
 			s.auditHook.written(shardName(tag))
 			return &domain.Request{ID: id, Type: in.Type, Status: domain.StatusQueued, Context: in.Context,
-				CreatedBy: p.CreatedBy, CreatedAt: domain.Time{Time: created}, UpdatedAt: domain.Time{Time: created}, Version: 1}, false, nil
+				Labels: in.Labels, CreatedBy: p.CreatedBy, CreatedAt: domain.Time{Time: created}, UpdatedAt: domain.Time{Time: created}, Version: 1}, false, nil
 		case codeReplay:
 			pid := r.str
 			res, err := s.read(ctx, domain.PollParams{Tenant: p.Tenant, ID: pid}, false)
@@ -122,6 +122,7 @@ type createArgs struct {
 	// an id an entry of that key may name and be taken over from.
 	fp, stale string
 	typ, by   string
+	labels    domain.Labels
 	// idem is the Idempotency-Key's key, "" without one.
 	idem string
 }
@@ -135,7 +136,8 @@ func (a createArgs) call(k keys) scriptCall {
 	if a.idem != "" {
 		keys = append(keys, a.idem)
 	}
-	return scriptCall{keys, []any{a.id, a.now, a.rec, a.fp, a.stale, a.typ, a.by, k.indexHeads(a.tag)}}
+	return scriptCall{keys, []any{a.id, a.now, a.rec, a.fp, a.stale, a.typ, a.by, k.indexHeads(a.tag),
+		k.labelIndexPrefix(a.tag), string(a.labels)}}
 }
 
 // uuidTime is the millisecond timestamp of a UUIDv7.

@@ -36,6 +36,7 @@ type script struct {
 // lib.lua it uses prepended; every one is run by run (runEach for a pipeline).
 type scripts struct {
 	create, transition, poll, remove, sweep, list, reapply, rate *script
+	listLabels, lookup, counts                                   *script
 	webhookRegister, webhookDelete, webhookClaim                 *script
 	webhookSettle, webhookPrune, webhookReseal                   *script
 }
@@ -53,6 +54,9 @@ var registry = []struct {
 	{"delete.lua", true, func(s *scripts) **script { return &s.remove }},
 	{"sweep.lua", false, func(s *scripts) **script { return &s.sweep }},
 	{"list.lua", false, func(s *scripts) **script { return &s.list }},
+	{"list_labels.lua", false, func(s *scripts) **script { return &s.listLabels }},
+	{"lookup.lua", false, func(s *scripts) **script { return &s.lookup }},
+	{"counts.lua", false, func(s *scripts) **script { return &s.counts }},
 	{"reapply.lua", false, func(s *scripts) **script { return &s.reapply }},
 	{"rate.lua", false, func(s *scripts) **script { return &s.rate }},
 	{"webhook_register.lua", false, func(s *scripts) **script { return &s.webhookRegister }},
@@ -525,7 +529,11 @@ func (s *Store) runList(ctx context.Context, calls []scriptCall, first bool, tag
 		c.keys = rate.appendTo(c.keys)
 		c.args[7] = ms(s.now())
 	}
-	replies, err := s.runEach(ctx, s.sc.list, calls)
+	sc := s.sc.list
+	if f.LabelSelector != "" {
+		sc = s.sc.listLabels // same calls and replies, but ARGV[7]: listCalls
+	}
+	replies, err := s.runEach(ctx, sc, calls)
 	if err == nil && rate.cred != "" {
 		setRate(f.Rate, replies[0])
 	}

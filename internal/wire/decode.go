@@ -169,6 +169,7 @@ func decodeCreateSlow(body []byte, lim domain.Limits) (domain.CreateInput, error
 	var in struct {
 		Type     *string         `json:"type"`
 		Context  json.RawMessage `json:"context"`
+		Labels   json.RawMessage `json:"labels"`
 		Estimate json.RawMessage `json:"estimated_duration_seconds"`
 	}
 	if err := decodeObject(body, &in, false); err != nil {
@@ -194,6 +195,9 @@ func decodeCreateSlow(body []byte, lim domain.Limits) (domain.CreateInput, error
 		default:
 			out.Context = c
 		}
+	}
+	if present(in.Labels) {
+		out.Labels = decodeLabels(in.Labels, &v)
 	}
 	if present(in.Estimate) {
 		n, ok := intValue(in.Estimate, 1, 86400)

@@ -468,8 +468,8 @@ func plainString(raw []byte, maxRunes int) ([]byte, bool) {
 
 // fastCreate is DecodeCreate for bodies decodeCreateSlow accepts.
 func fastCreate(body []byte, lim domain.Limits) (domain.CreateInput, bool) {
-	var fs [3]field
-	if !scanFields(body, []string{"type", "context", "estimated_duration_seconds"}, fs[:]) {
+	var fs [4]field
+	if !scanFields(body, []string{"type", "context", "estimated_duration_seconds", "labels"}, fs[:]) {
 		return domain.CreateInput{}, false
 	}
 	typ, ok := typeName(fs[0].raw)
@@ -485,6 +485,14 @@ func fastCreate(body []byte, lim domain.Limits) (domain.CreateInput, bool) {
 	}
 	if e := fs[2]; !absent(e) {
 		if out.EstimatedDurationSeconds, ok = smallInt(e.raw, 1, 86400); !ok {
+			return domain.CreateInput{}, false
+		}
+	}
+	if l := fs[3]; !absent(l) {
+		if l.raw[0] != '{' {
+			return domain.CreateInput{}, false
+		}
+		if out.Labels, ok = fastLabels(l.raw); !ok {
 			return domain.CreateInput{}, false
 		}
 	}

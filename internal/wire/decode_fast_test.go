@@ -115,6 +115,17 @@ var seeds = []string{
 	"{\"message\":\"a\u2028b\"}", `{"message":"` + strings.Repeat("é", 256) + `"}`, `{"message":"` + strings.Repeat("é", 257) + `"}`,
 	`{"code":"ERR_X"}`, `{"code":"ERR_X","reason":"disk full"}`, `{"code":"ERR_X","reason":""}`, `{"code":"9X"}`, `{"code":"E","reason":null}`,
 	`{"reason":"\ud800"}`, `{}`, `[]`, `null`, `"a"`, ``, ` `, `{"a":1}`,
+	// labels (docs/reference.md §16)
+	`{"type":"a","labels":{"env":"prod","team":"billing-eu"}}`, ` {"type":"a", "labels" : { "b" : "x" , "a" : "y:z/1" } } `,
+	`{"type":"a","labels":{}}`, `{"type":"a","labels":null}`, `{"type":"a","labels":[]}`, `{"type":"a","labels":"env=prod"}`,
+	`{"type":"a","labels":{"Env":"x"}}`, `{"type":"a","labels":{"env":"-x"}}`, `{"type":"a","labels":{"env":"x-"}}`,
+	`{"type":"a","labels":{"env":1}}`, `{"type":"a","labels":{"env":null}}`, `{"type":"a","labels":{"env":""}}`,
+	`{"type":"a","labels":{"env":"a","env":"b"}}`, `{"type":"a","labels":{"\u0065nv":"x"}}`, `{"type":"a","labels":{"env":"\u0078"}}`,
+	`{"type":"a","labels":{"a":"1","b":"2","c":"3","d":"4","e":"5","f":"6","g":"7","h":"8"}}`,
+	`{"type":"a","labels":{"a":"1","b":"2","c":"3","d":"4","e":"5","f":"6","g":"7","h":"8","i":"9"}}`,
+	`{"type":"a","labels":{"` + strings.Repeat("n", 63) + `":"` + strings.Repeat("v", 63) + `"}}`,
+	`{"type":"a","labels":{"` + strings.Repeat("n", 64) + `":"v"}}`, `{"type":"a","labels":{"n":"` + strings.Repeat("v", 64) + `"}}`,
+	`{"type":"a","labels":{"n":"é"}}`, `{"type":"a","labels":{"n":"a b"}}`, `{"type":"a","labels":{"n":{"x":1}}}`,
 }
 
 func addSeeds(f *testing.F, withLimit bool) {

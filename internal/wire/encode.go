@@ -35,6 +35,10 @@ func AppendRequest(b []byte, r *domain.Request) ([]byte, error) {
 	if b, err = appendRaw(b, `,"context":`, r.Context); err != nil {
 		return nil, err
 	}
+	if r.Labels != "" {
+		b = append(b, `,"labels":`...)
+		b = r.Labels.AppendJSON(b)
+	}
 	if r.ResultType != "" {
 		b = append(b, `,"result_type":`...)
 		b = appendString(b, r.ResultType)

@@ -11,7 +11,7 @@ import (
 
 // listParams are the query parameters GET /v1/requests accepts.
 var listParams = map[string]bool{"type": true, "status": true, "created_after": true,
-	"created_before": true, "limit": true, "cursor": true}
+	"created_before": true, "limit": true, "cursor": true, "label_selector": true, "ids": true}
 
 // DecodeListQuery validates the query of GET /v1/requests. values holds every
 // value each parameter was given, in order. An empty value counts as absent;
@@ -27,12 +27,18 @@ func DecodeListQuery(values map[string][]string) (domain.ListFilter, error) {
 	sort.Strings(names)
 	for _, name := range names {
 		if !listParams[name] {
-			v.add(name, "unknown query parameter (known: type, status, created_after, created_before, limit, cursor)")
+			v.add(name, "unknown query parameter (known: type, status, created_after, created_before, limit, cursor, label_selector, ids)")
 		} else if name != "status" && len(nonEmpty(values[name])) > 1 {
 			v.add(name, "must be given at most once")
 		}
 	}
 	f := domain.ListFilter{Limit: domain.DefaultListLimit}
+	if _, ok := values["ids"]; ok && len(v.errs) == 0 {
+		if f.IDs = decodeLookup(&v, values); len(v.errs) > 0 {
+			return domain.ListFilter{}, &domain.Error{Code: domain.ValidationFailed, Message: "The query is not valid.", Fields: v.errs}
+		}
+		return f, nil
+	}
 	if t := first(values["type"]); t != "" {
 		if !domain.ValidType(t) {
 			v.add("type", "must match %s", domain.TypePattern)
@@ -67,6 +73,7 @@ func DecodeListQuery(values map[string][]string) (domain.ListFilter, error) {
 		f.Limit = n
 	}
 	f.Cursor = first(values["cursor"])
+	f.LabelSelector = decodeLabelSelector(&v, first(values["label_selector"]))
 	if len(v.errs) > 0 {
 		return domain.ListFilter{}, &domain.Error{Code: domain.ValidationFailed, Message: "The query is not valid.", Fields: v.errs}
 	}

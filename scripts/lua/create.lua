@@ -18,6 +18,9 @@
 -- ARGV[6] type                   ARGV[7] created_by (for the audit entry)
 -- ARGV[8] index-head summary prefix (keys.indexHeads; same hash tag, so this
 --         slot): the type's score in the queued summary is raised to created_at
+-- ARGV[9] label index prefix (keys.labelIndexPrefix; same slot), ARGV[10] the
+--         labels ("name=value" pairs joined by ",", "" for none): one queued
+--         label index entry per label (label_move)
 -- Constants (store.New, through luaConstants in scripts.go): IDEMPOTENCY_TTL (ms), OUTBOX_BOUND (XADD MAXLEN ~),
 -- AUDIT_BOUND (the audit entry: audit_add), RL_WRITE_LIMIT, RL_WRITE_WINDOW (ms, a
 -- string), RL_TENANT_LIMIT, RL_TENANT_WINDOW.
@@ -30,6 +33,7 @@
 --- @include "rate_gate"
 --- @include "emit_webhooks"
 --- @include "audit_add"
+--- @include "label_move"
 local record, meta, qset, hooks, outbox, idem =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[7]
 local id, now, rec = ARGV[1], ARGV[2], ARGV[3]
@@ -60,6 +64,7 @@ end
 if not rcall('SET', record, rec, 'NX') then return redis.error_reply('ERR id collision') end
 rcall('ZADD', qset, now, id)
 rcall('ZADD', ARGV[8] .. S_QUEUED, 'GT', now, ARGV[6])
+label_move(ARGV[9], ARGV[10], nil, S_QUEUED, id, now)
 if not m[3] then rcall('HSET', meta, 't:' .. ARGV[6], '1') end
 if m[2] then emit_webhooks(hooks, outbox, OUTBOX_BOUND, S_QUEUED, id, now, rec) end
 if AUDIT_BOUND > 0 then audit_add(KEYS[6], meta, id, '1', '1', '', S_QUEUED, ARGV[7], now, ARGV[6], '') end

@@ -24,6 +24,7 @@
 --- @include "gone"
 --- @include "audit_add"
 --- @include "audit_seq"
+--- @include "label_move"
 local record, id = KEYS[1], ARGV[1]
 local ok, rl = rate_gate(7, RL_ADMIN_LIMIT, RL_ADMIN_WINDOW, ARGV[2])
 if not ok then return '9' .. rl end
@@ -35,6 +36,7 @@ rcall('DEL', record, KEYS[3])
 rcall('ZREM', ARGV[3] .. st .. ':' .. typ, id)
 if rcall('EXISTS', ARGV[3] .. st .. ':' .. typ) == 0 then rcall('ZREM', ARGV[5] .. st, typ) end
 rcall('ZREM', KEYS[2], id)
+label_move(ARGV[3] .. 'l:', rec_split(rec)[F_LABELS], st, nil, id)
 -- the audit entry of a delete: version and seq one past the record's last
 if AUDIT_BOUND > 0 then
   local f = rec_split(rec)

@@ -25,11 +25,13 @@ end
 -- argument), now a number. Returns whether the call is allowed, then the part
 -- of the reply, right after its code digit, that tells Go (decodeReply) the
 -- binding window: ":<limit>,<remaining>,<end ms>;", the refusing window, else
--- the one with fewer calls left. Only the binding window's PTTL is read.
-local function rate_count(ckey, climit, cwindow, tkey, tlimit, twindow, now)
+-- the one with fewer calls left. Only the binding window's PTTL is read. inc
+-- (default 1) is how many calls this one counts as (a lookup of n ids: n).
+local function rate_count(ckey, climit, cwindow, tkey, tlimit, twindow, now, inc)
+  inc = inc or 1
   local function reply(key, n, window, limit, left)
     local ends = now + tonumber(window)
-    if n > 1 then
+    if n > inc then
       local ttl = rcall('PTTL', key)
       if ttl < 0 then -- a counter that lost its TTL must not block forever
         rcall('PEXPIRE', key, window)
@@ -39,11 +41,11 @@ local function rate_count(ckey, climit, cwindow, tkey, tlimit, twindow, now)
     end
     return ':' .. fmt_ms(limit) .. ',' .. fmt_ms(left) .. ',' .. fmt_ms(ends) .. ';'
   end
-  local c = rcall('INCRBY', ckey, 1)
-  if c == 1 then rcall('PEXPIRE', ckey, cwindow) end
+  local c = rcall('INCRBY', ckey, inc)
+  if c == inc then rcall('PEXPIRE', ckey, cwindow) end
   if c > climit then return false, reply(ckey, c, cwindow, climit, 0) end
-  local t = rcall('INCRBY', tkey, 1)
-  if t == 1 then rcall('PEXPIRE', tkey, twindow) end
+  local t = rcall('INCRBY', tkey, inc)
+  if t == inc then rcall('PEXPIRE', tkey, twindow) end
   if t > tlimit then return false, reply(tkey, t, twindow, tlimit, 0) end
   if tlimit - t < climit - c then return true, reply(tkey, t, twindow, tlimit, tlimit - t) end
   return true, reply(ckey, c, cwindow, climit, climit - c)
@@ -55,10 +57,10 @@ end
 -- counted) against its scope's limit and window and then the tenant's
 -- (rate_count). Every script that counts calls it before it reads or writes
 -- anything else. Returns whether the call may go on, then rate_count's reply
--- part ('' when not counted).
-local function rate_gate(i, limit, window, now)
+-- part ('' when not counted). inc: as rate_count's.
+local function rate_gate(i, limit, window, now, inc)
   if not KEYS[i + 1] then return true, '' end
-  return rate_count(KEYS[i], limit, window, KEYS[i + 1], RL_TENANT_LIMIT, RL_TENANT_WINDOW, tonumber(now))
+  return rate_count(KEYS[i], limit, window, KEYS[i + 1], RL_TENANT_LIMIT, RL_TENANT_WINDOW, tonumber(now), inc)
 end
 
 -- per_type looks up type t in a spec ";t1=v1;t2=v2;" and falls back to default.
@@ -81,9 +83,12 @@ local SEP = '\31'
 
 -- rec_split cuts a record into its fields. One string.match with a capture
 -- per field (RECORD_SPLIT): half the Redis time of a loop of string.find and
--- string.sub.
+-- string.sub. A record written before labels has one field less (it ends
+-- with the cancellation): it is cut as one with no labels.
 local function rec_split(s)
-  return {string.match(s, RECORD_SPLIT)}
+  local f = {string.match(s, RECORD_SPLIT)}
+  if f[1] == nil then f = {string.match(s .. '\31', RECORD_SPLIT)} end
+  return f
 end
 
 --- @include "SEP"
@@ -165,4 +170,26 @@ end
 local function failure_code(to, payload)
   if to ~= S_FAILED and to ~= S_EXPIRED then return '' end
   return string.match(payload, '^{"code":"([^"]*)"') or ''
+end
+
+-- bucket_entry is a retention bucket's entry: "<status letter><id><type>",
+-- then byte 31 and the labels when there are any (the sweeper names the
+-- label index entries from them once the record is gone).
+local function bucket_entry(st, id, typ, labels)
+  if labels == nil or labels == '' then return st .. id .. typ end
+  return st .. id .. typ .. '\31' .. labels
+end
+
+--- @include "rcall"
+-- label_move moves a request's entries in the label indexes (one zset per
+-- status and label, "<lix><status letter>:<name>=<value>", lix the index key
+-- prefix plus "l:", score created_at) from status from to status to; either
+-- may be nil (create adds, delete and retention remove). labels is the
+-- record's labels field: "name=value" pairs joined by ",", "" for none.
+local function label_move(lix, labels, from, to, id, ca)
+  if labels == nil or labels == '' then return end
+  for term in string.gmatch(labels, '[^,]+') do
+    if from then rcall('ZREM', lix .. from .. ':' .. term, id) end
+    if to then rcall('ZADD', lix .. to .. ':' .. term, ca, id) end
+  end
 end

@@ -22,6 +22,8 @@
 --- @include "rec_join"
 --- @include "gone"
 --- @include "terminal"
+--- @include "label_move"
+--- @include "bucket_entry"
 local buckets, now, dry = KEYS[1], tonumber(ARGV[1]), ARGV[2] == '1'
 local w = BUCKET_WIDTH
 local updated, deleted, unchanged, skipped = 0, 0, 0, 0
@@ -41,6 +43,7 @@ while ARGV[3 + 2 * i] do
       if not dry then
         rcall('DEL', record)
         rcall('ZREM', ARGV[4] .. f[F_STATUS] .. ':' .. f[F_TYPE], id)
+        label_move(ARGV[4] .. 'l:', f[F_LABELS], f[F_STATUS], nil, id)
       end
       deleted = deleted + 1
     elseif keep == 0 then
@@ -62,7 +65,7 @@ while ARGV[3 + 2 * i] do
           f[F_EXPIRES] = exs
           rcall('SET', record, rec_join(f), 'PXAT', exs)
           local bend = fmt_ms((math.floor(newex / w) + 1) * w)
-          if rcall('RPUSH', ARGV[3] .. bend, f[F_STATUS] .. id .. f[F_TYPE]) == 1 then
+          if rcall('RPUSH', ARGV[3] .. bend, bucket_entry(f[F_STATUS], id, f[F_TYPE], f[F_LABELS])) == 1 then
             rcall('ZADD', buckets, bend, bend)
           end
         end

@@ -21,12 +21,21 @@
 --- @include "rec_head"
 --- @include "gone"
 --- @include "terminal"
+--- @include "label_move"
 local bucket, now = KEYS[1], ARGV[1]
 local entries = rcall('LRANGE', bucket, 0, tonumber(ARGV[2]) - 1)
 local removed = 0
 for i = 1, #entries do
   local e = entries[i]
   local st, id, typ = string.sub(e, 1, 1), string.sub(e, 2, 37), string.sub(e, 38)
+  local labels = ''
+  local cut = string.find(typ, '\31', 1, true)
+  if cut then
+    -- two statements: miniredis's Lua assigns typ before it evaluates the
+    -- second expression of "typ, labels = a, b"
+    labels = string.sub(typ, cut + 1)
+    typ = string.sub(typ, 1, cut - 1)
+  end
   local key = ARGV[3] .. id
   local head = rcall('GETRANGE', key, 0, 99)
   local keep = false
@@ -37,6 +46,7 @@ for i = 1, #entries do
   end
   if not keep and terminal(st) and typ ~= '' then
     local ix = ARGV[5] .. st .. ':' .. typ
+    label_move(ARGV[5] .. 'l:', labels, st, nil, id)
     if rcall('ZREM', ix, id) == 1 then
       removed = removed + 1
       if rcall('EXISTS', ix) == 0 then

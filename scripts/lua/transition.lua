@@ -68,6 +68,8 @@
 --- @include "audit_add"
 --- @include "audit_seq"
 --- @include "failure_code"
+--- @include "label_move"
+--- @include "bucket_entry"
 local record, deadlines, buckets, pacing, meta, hooks, outbox, idem =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[10]
 local to, now, by, payload, guard, id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[6], ARGV[8]
@@ -114,6 +116,7 @@ if from ~= to then
   rcall('ZREM', ix .. from .. ':' .. f[F_TYPE], id)
   rcall('ZADD', ix .. to .. ':' .. f[F_TYPE], ca, id)
   rcall('ZADD', ARGV[12] .. to, 'GT', ca, f[F_TYPE])
+  label_move(ix .. 'l:', f[F_LABELS], from, to, id, ca)
   f[F_STATUS] = to
   local ev = to .. d
   if by ~= f[F_CREATED_BY] then ev = ev .. '@' .. by end
@@ -149,7 +152,7 @@ else
     rcall('SET', record, rec, 'PXAT', f[F_EXPIRES])
     local w = BUCKET_WIDTH
     local bend = fmt_ms((math.floor(ex / w) + 1) * w)
-    if rcall('RPUSH', ARGV[10] .. bend, to .. id .. f[F_TYPE]) == 1 then
+    if rcall('RPUSH', ARGV[10] .. bend, bucket_entry(to, id, f[F_TYPE], f[F_LABELS])) == 1 then
       rcall('ZADD', buckets, bend, bend)
     end
   else
