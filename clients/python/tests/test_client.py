@@ -244,6 +244,31 @@ class Suite:
             self.c.list_page(type=t, cursor="garbled")
         self.assertEqual(e.exception.code, "INVALID_CURSOR")
 
+    def test_labels_and_label_selector(self) -> None:
+        t = unique_type("labels")
+        a = self.c.create(t, labels={"env": "prod", "team": "ledger"})
+        b = self.c.create(t, labels={"env": "prod", "team": "exports"})
+        c = self.c.create(t, labels={"env": "test", "team": "ledger"})
+        d = self.c.create(t)
+        self.assertEqual(a.labels, {"env": "prod", "team": "ledger"})
+        self.assertEqual(d.labels, {})
+        self.assertEqual(self.c.get(b.id).labels, {"env": "prod", "team": "exports"})
+        self.assertEqual([r.id for r in self.c.list(type=t, label_selector={"env": "prod"}, limit=1)], [b.id, a.id])
+        self.assertEqual([r.id for r in self.c.list(type=t, label_selector="env=prod,team=ledger")], [a.id])
+        self.assertEqual([r.labels for r in self.c.list(type=t, label_selector={"team": "ledger"})],
+                         [c.labels, a.labels])
+        self.assertEqual(list(self.c.list(type=t, label_selector={"env": "staging"})), [])
+        with self.assertRaises(ValidationError) as e:
+            self.c.list_page(type=t, label_selector="not a selector")
+        self.assertEqual([f["field"] for f in e.exception.errors], ["label_selector"])
+        with self.assertRaises(ValidationError) as e2:
+            self.c.create(t, labels={"Bad Name": "x"})
+        self.assertTrue(e2.exception.errors[0]["field"].startswith("labels"), e2.exception.errors)
+        # Labels are part of an Idempotency-Key's fingerprint.
+        self.c.create(t, labels={"env": "prod"}, idempotency_key="py-labels-" + t)
+        with self.assertRaises(asyncstatus.IdempotencyKeyReusedError):
+            self.c.create(t, labels={"env": "test"}, idempotency_key="py-labels-" + t)
+
     # ---- wait, stream ----
 
     def test_wait_long_polls_to_the_end(self) -> None:

@@ -293,6 +293,7 @@ class Client:
         *,
         context: Optional[Dict[str, Any]] = None,
         estimated_duration: Optional[float] = None,
+        labels: Optional[Dict[str, str]] = None,
         idempotency_key: Optional[str] = None,
     ) -> Created:
         """Creates a request (POST /v1/requests, write scope).
@@ -306,12 +307,16 @@ class Client:
             context: a JSON object returned with the request (4 KiB by default).
             estimated_duration: seconds (1..86400, rounded up); sets the first
                 ``retry_after``.
+            labels: at most 8 ``name: value`` pairs, fixed at create, that
+                listings filter by (``label_selector``).
         """
         body: Dict[str, Any] = {"type": type}
         if context is not None:
             body["context"] = context
         if estimated_duration is not None:
             body["estimated_duration_seconds"] = int(math.ceil(estimated_duration))
+        if labels:
+            body["labels"] = labels
         a = self._call("POST", "/v1/requests", body=body, idempotency_key=idempotency_key)
         d = a.json()
         base = Request.from_json(d)
@@ -599,6 +604,7 @@ class Client:
         status: Union[str, Iterable[str], None],
         created_after: Union[_dt.datetime, str, None],
         created_before: Union[_dt.datetime, str, None],
+        label_selector: Union[str, Dict[str, str], None],
         limit: Optional[int],
         cursor: Optional[str],
     ) -> Dict[str, str]:
@@ -611,6 +617,9 @@ class Client:
             q["created_after"] = format_time(created_after)
         if created_before is not None:
             q["created_before"] = format_time(created_before)
+        if label_selector:
+            q["label_selector"] = label_selector if isinstance(label_selector, str) else ",".join(
+                "%s=%s" % kv for kv in label_selector.items())
         if limit:
             q["limit"] = str(limit)
         if cursor:
@@ -624,14 +633,17 @@ class Client:
         status: Union[str, Iterable[str], None] = None,
         created_after: Union[_dt.datetime, str, None] = None,
         created_before: Union[_dt.datetime, str, None] = None,
+        label_selector: Union[str, Dict[str, str], None] = None,
         limit: Optional[int] = None,
         cursor: Optional[str] = None,
     ) -> Page:
         """One page of the tenant's requests (GET /v1/requests, read scope; API keys
-        only), newest first. ``status``: one status or several; ``limit``
+        only), newest first. ``status``: one status or several;
+        ``label_selector``: ``{"name": "value", ...}`` or ``"name=value,..."``
+        (at most 4 terms, all must match); ``limit``
         1..200 (the service's default 50); ``cursor``: a page's ``next_cursor``,
         with the same filters."""
-        q = self._list_query(type, status, created_after, created_before, limit, cursor)
+        q = self._list_query(type, status, created_after, created_before, label_selector, limit, cursor)
         d = self._call("GET", "/v1/requests", query=q).json()
         return Page([Request.from_json(x) for x in d.get("items") or []], d.get("next_cursor") or None)
 
@@ -642,6 +654,7 @@ class Client:
         status: Union[str, Iterable[str], None] = None,
         created_after: Union[_dt.datetime, str, None] = None,
         created_before: Union[_dt.datetime, str, None] = None,
+        label_selector: Union[str, Dict[str, str], None] = None,
         limit: Optional[int] = None,
         cursor: Optional[str] = None,
     ) -> Iterator[Page]:
@@ -649,7 +662,8 @@ class Client:
         cursors to the last page."""
         while True:
             p = self.list_page(type=type, status=status, created_after=created_after,
-                               created_before=created_before, limit=limit, cursor=cursor)
+                               created_before=created_before, label_selector=label_selector, limit=limit,
+                               cursor=cursor)
             yield p
             if not p.next_cursor:
                 return
@@ -662,12 +676,13 @@ class Client:
         status: Union[str, Iterable[str], None] = None,
         created_after: Union[_dt.datetime, str, None] = None,
         created_before: Union[_dt.datetime, str, None] = None,
+        label_selector: Union[str, Dict[str, str], None] = None,
         limit: Optional[int] = None,
     ) -> Iterator[Request]:
         """Every request of a listing, newest first, page after page (the filters
         of :meth:`list_page`; ``limit`` is the page size)."""
         for p in self.pages(type=type, status=status, created_after=created_after,
-                            created_before=created_before, limit=limit):
+                            created_before=created_before, label_selector=label_selector, limit=limit):
             yield from p.items
 
     def events(self, request_id: str) -> List[Event]:

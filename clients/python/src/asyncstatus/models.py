@@ -146,6 +146,7 @@ class Request:
     expires_at: Optional[_dt.datetime] = None
     progress: Optional[Progress] = None
     context: Optional[Dict[str, Any]] = None
+    labels: Dict[str, str] = field(default_factory=dict)
     result_type: Optional[str] = None
     result: Optional[Dict[str, Any]] = None
     failure: Optional[Failure] = None
@@ -171,6 +172,7 @@ class Request:
             expires_at=parse_time(d.get("expires_at")),
             progress=Progress(pr.get("percent"), pr.get("message")) if isinstance(pr, dict) else None,
             context=d.get("context") if isinstance(d.get("context"), dict) else None,
+            labels={str(k): str(v) for k, v in d["labels"].items()} if isinstance(d.get("labels"), dict) else {},
             result_type=d.get("result_type"),
             result=d.get("result") if isinstance(d.get("result"), dict) else None,
             failure=Failure(str(fa.get("code", "")), str(fa.get("reason", ""))) if isinstance(fa, dict) else None,
