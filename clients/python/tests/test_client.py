@@ -269,6 +269,33 @@ class Suite:
         with self.assertRaises(asyncstatus.IdempotencyKeyReusedError):
             self.c.create(t, labels={"env": "test"}, idempotency_key="py-labels-" + t)
 
+    def test_lookup(self) -> None:
+        t = unique_type("lookup")
+        a, b = self.c.create(t), self.c.create(t)
+        other = self.c.create(t)
+        self.c.delete(other.id)
+        got = self.c.lookup([a.id, str(uuid.uuid4()), b.id, other.id, "not-an-id"])
+        self.assertEqual([r.id for r in got], [b.id, a.id], "the visible ones, newest first")
+        self.assertEqual(self.c.lookup([str(uuid.uuid4())]), [])
+        for bad in ([], [""], ["a,b"], ["x"] * 101):
+            with self.assertRaises(ValueError):
+                self.c.lookup(bad)
+
+    def test_counts(self) -> None:
+        t = unique_type("counts")
+        ids = [self.c.create(t, labels={"batch": t.replace(".", "-")}).id for _ in range(4)]
+        self.c.mark_processing(ids[0])
+        self.c.complete(ids[1])
+        self.c.fail(ids[2], "ERR_X", "x")
+        want = {"queued": 1, "processing": 1, "succeeded": 1, "failed": 1, "cancelled": 0, "expired": 0}
+        self.assertEqual(self.c.counts(type=t), want)
+        self.assertEqual(self.c.counts(label_selector={"batch": t.replace(".", "-")}), want)
+        future = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)
+        self.assertEqual(sum(self.c.counts(type=t, created_after=future).values()), 0)
+        self.assertEqual(self.c.counts(type=t, created_before=future), want)
+        with self.assertRaises(ValidationError):
+            self.c.counts(type=t, label_selector={"batch": "x"})
+
     # ---- wait, stream ----
 
     def test_wait_long_polls_to_the_end(self) -> None:

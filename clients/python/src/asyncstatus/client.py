@@ -54,6 +54,9 @@ _NO_VERSION = '"0"'
 # intermediary answering 304 at once cannot make wait() spin.
 _MIN_LONG_POLL = 0.1
 
+#: The most ids one :meth:`Client.lookup` takes.
+MAX_LOOKUP_IDS = 100
+
 # What is read of one answer at most (a page of 200 requests fits many times).
 _MAX_ANSWER = 64 << 20
 
@@ -684,6 +687,36 @@ class Client:
         for p in self.pages(type=type, status=status, created_after=created_after,
                             created_before=created_before, label_selector=label_selector, limit=limit):
             yield from p.items
+
+    def lookup(self, ids: Iterable[str]) -> List[Request]:
+        """Reads many requests in one call (GET /v1/requests?ids=..., read scope):
+        the visible ones among 1..100 ids, newest first. An id the caller may not
+        see (unknown, another tenant's, deleted, gone by retention) is simply
+        absent. The service counts one read per id asked."""
+        want = list(ids)
+        if not 1 <= len(want) <= MAX_LOOKUP_IDS:
+            raise ValueError("asyncstatus: lookup takes 1 to %d ids, not %d" % (MAX_LOOKUP_IDS, len(want)))
+        if any(not i or "," in i for i in want):
+            raise ValueError("asyncstatus: lookup: an empty id or one holding a comma")
+        d = self._call("GET", "/v1/requests", query={"ids": ",".join(want)}).json()
+        return [Request.from_json(x) for x in d.get("items") or []]
+
+    def counts(
+        self,
+        *,
+        type: Optional[str] = None,
+        label_selector: Union[str, Dict[str, str], None] = None,
+        created_after: Union[_dt.datetime, str, None] = None,
+        created_before: Union[_dt.datetime, str, None] = None,
+    ) -> Dict[str, int]:
+        """The exact numbers of the tenant's requests in each status
+        (GET /v1/requests/counts, read scope), as ``{"queued": n, "processing":
+        n, "succeeded": n, "failed": n, "cancelled": n, "expired": n}``.
+        ``label_selector`` is one term (``{"env": "prod"}`` or ``"env=prod"``);
+        the service does not take it together with ``type`` (400)."""
+        q = self._list_query(type, None, created_after, created_before, label_selector, None, None)
+        d = self._call("GET", "/v1/requests/counts", query=q).json()
+        return {k: int(v) for k, v in d.items() if isinstance(v, int)}
 
     def events(self, request_id: str) -> List[Event]:
         """A request's status changes, oldest first (GET /v1/requests/{id}/events,
