@@ -1,6 +1,6 @@
 import { AsyncStatusError } from "./errors.js";
 import { readSSE } from "./sse.js";
-import type { AsyncRequest, Created, Page, Progress, RequestEvent, Result, Status } from "./types.js";
+import type { AsyncRequest, Counts, Created, Page, Progress, RequestEvent, Result, Status } from "./types.js";
 
 /** Options of a Client. Durations are in milliseconds. */
 export interface ClientOptions {
@@ -50,6 +50,8 @@ export interface CreateParams {
   context?: Record<string, unknown>;
   /** 1..86400 whole seconds: sets the create answer's Retry-After within the polling schedule. */
   estimated_duration_seconds?: number;
+  /** At most 8 labels, fixed for the request's life, to list and count it by (docs/reference.md §16). */
+  labels?: Record<string, string>;
 }
 
 /** Filters of a listing; absent members do not filter. */
@@ -64,6 +66,18 @@ export interface ListOptions {
   limit?: number;
   /** Start at this page (a `next_cursor`), with the same filters. */
   cursor?: string;
+  /** Requests carrying every one of these labels (at most 4). */
+  labels?: Record<string, string>;
+  signal?: AbortSignal;
+}
+
+/** Filters of `counts`: a type or one label, and created_at bounds. */
+export interface CountOptions {
+  type?: string;
+  /** One label (name and value). */
+  labels?: Record<string, string>;
+  createdAfter?: string | Date;
+  createdBefore?: string | Date;
   signal?: AbortSignal;
 }
 
@@ -184,6 +198,13 @@ export async function problemOf(res: Response): Promise<AsyncStatusError> {
   } catch {}
   if (!p || typeof p.code !== "string") p = { detail: text.trim().slice(0, 200) || res.statusText };
   return new AsyncStatusError(res.status, p, retryAfterOf(res.headers));
+}
+
+/** A label_selector of labels: `name=value` terms joined by commas. */
+function selector(labels: Record<string, string> | undefined): string | undefined {
+  if (!labels) return undefined;
+  const terms = Object.entries(labels).map(([k, v]) => `${k}=${v}`);
+  return terms.length ? terms.join(",") : undefined;
 }
 
 const isoOf = (t: string | Date | undefined) => (t instanceof Date ? t.toISOString() : t);
@@ -485,8 +506,29 @@ export class Client {
       created_before: isoOf(o.createdBefore),
       limit: o.limit ? String(o.limit) : undefined,
       cursor: o.cursor,
+      label_selector: selector(o.labels),
     };
     return this.#json("GET", "/v1/requests", { query, signal: o.signal });
+  }
+
+  /**
+   * The visible ones among up to 100 requests, in one call, newest first
+   * (GET /v1/requests?ids=, read scope): an id the caller may not see is absent.
+   */
+  async lookup(ids: string[], o: CallOptions = {}): Promise<AsyncRequest[]> {
+    const query: Query = { ids: ids.join(",") };
+    return (await this.#json<Page>("GET", "/v1/requests", { ...o, query })).items;
+  }
+
+  /** Exact counts of the tenant's requests by status (GET /v1/requests/counts, read scope). */
+  counts(o: CountOptions = {}): Promise<Counts> {
+    const query: Query = {
+      type: o.type,
+      label_selector: selector(o.labels),
+      created_after: isoOf(o.createdAfter),
+      created_before: isoOf(o.createdBefore),
+    };
+    return this.#json("GET", "/v1/requests/counts", { query, signal: o.signal });
   }
 
   /** The pages of a listing, following the cursors, as an async iterator. */

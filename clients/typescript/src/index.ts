@@ -8,6 +8,7 @@ export { Client } from "./client.js";
 export type {
   CallOptions,
   ClientOptions,
+  CountOptions,
   CreateParams,
   ListOptions,
   PollOptions,
@@ -23,6 +24,7 @@ export type { JobContext, JobFunction, JobOptions, JobOutcome } from "./job.js";
 export type {
   AsyncRequest,
   ConfirmationResult,
+  Counts,
   Created,
   Failure,
   LinkResult,

@@ -93,6 +93,9 @@ export interface RequestEvent {
   by: string;
 }
 
+/** Counts of requests by status (GET /v1/requests/counts). */
+export type Counts = Record<Status, number>;
+
 /** One page of a listing. */
 export interface Page {
   items: AsyncRequest[];

@@ -182,6 +182,32 @@ export function apiSuite(store) {
       assert.equal(bad.code, "INVALID_CURSOR");
     });
 
+    test("labels: list by label, look up by ids, count by status", async () => {
+      const type = uniqueType("labels");
+      const team = `t${Date.now()}`;
+      const a = await api.create({ type, labels: { team, env: "prod" } });
+      const b = await api.create({ type, labels: { team, env: "dev" } });
+      const c = await api.create({ type });
+      assert.deepEqual(a.labels, { env: "prod", team });
+      await api.cancel(b.id);
+      const byTeam = [];
+      for await (const r of api.list({ labels: { team } })) byTeam.push(r.id);
+      assert.deepEqual(byTeam, [b.id, a.id]);
+      const prod = [];
+      for await (const r of api.list({ labels: { team, env: "prod" } })) prod.push(r.id);
+      assert.deepEqual(prod, [a.id]);
+      const found = await api.lookup([a.id, c.id, "01936f7e-0000-7000-8000-000000000000"]);
+      assert.deepEqual(found.map((r) => r.id), [c.id, a.id]);
+      const counts = await api.counts({ labels: { team } });
+      assert.equal(counts.queued, 1);
+      assert.equal(counts.cancelled, 1);
+      assert.equal(counts.succeeded, 0);
+      const byType = await api.counts({ type });
+      assert.equal(byType.queued, 2);
+      const bad = await api.create({ type, labels: { Team: "x" } }).catch((e) => e);
+      assert.equal(bad.code, "VALIDATION_FAILED");
+    });
+
     test("wait: a held long poll is woken by the transition", async () => {
       const proxy = await viaProxy(jobSvc);
       const c = new Client({ baseUrl: jobSvc.url, apiKey: jobSvc.key });
