@@ -52,6 +52,13 @@ func (s *Server) writeRequest(c *fiber.Ctx, status int, r *domain.Request) error
 	bp := s.bufs.Get().(*[]byte)
 	defer s.bufs.Put(bp)
 	body, err := wire.AppendRequest((*bp)[:0], r)
+	return s.sendVersioned(c, status, bp, body, err, r.Version)
+}
+
+// sendVersioned answers status with the JSON body that an encoder built in the
+// pooled buffer bp (or its error), the request version's ETag and no caching.
+// A body that outgrew the buffer replaces it unless it is too large to pool.
+func (s *Server) sendVersioned(c *fiber.Ctx, status int, bp *[]byte, body []byte, err error, version int64) error {
 	if err != nil {
 		return err
 	}
@@ -59,7 +66,7 @@ func (s *Server) writeRequest(c *fiber.Ctx, status int, r *domain.Request) error
 		*bp = body
 	}
 	var tag [22]byte
-	setCanonical(c, canonETag, appendETag(tag[:0], r.Version))
+	setCanonical(c, canonETag, appendETag(tag[:0], version))
 	setCanonical(c, canonCacheControl, []byte("no-store"))
 	c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
 	c.Status(status).Response().SetBody(body) // copies: the buffer goes back to the pool

@@ -43,16 +43,5 @@ func (s *Server) writeView(c *fiber.Ctx, v view, r *domain.Request) error {
 	default:
 		body, err = wire.AppendOperation((*bp)[:0], r)
 	}
-	if err != nil {
-		return err
-	}
-	if cap(body) <= maxPooledBuf {
-		*bp = body
-	}
-	var tag [22]byte
-	setCanonical(c, canonETag, appendETag(tag[:0], r.Version))
-	setCanonical(c, canonCacheControl, []byte("no-store"))
-	c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
-	c.Status(fiber.StatusOK).Response().SetBody(body) // copies: the buffer goes back to the pool
-	return nil
+	return s.sendVersioned(c, fiber.StatusOK, bp, body, err, r.Version)
 }

@@ -49,18 +49,7 @@ func AppendRequest(b []byte, r *domain.Request) ([]byte, error) {
 	if b, err = appendRaw(b, `,"failure":`, r.Failure); err != nil {
 		return nil, err
 	}
-	b = append(b, `,"created_by":`...)
-	b = appendString(b, r.CreatedBy)
-	b = append(b, `,"created_at":`...)
-	b = appendTime(b, r.CreatedAt)
-	b = append(b, `,"updated_at":`...)
-	b = appendTime(b, r.UpdatedAt)
-	b = append(b, `,"completed_at":`...)
-	b = appendTimePtr(b, r.CompletedAt)
-	b = append(b, `,"expires_at":`...)
-	b = appendTimePtr(b, r.ExpiresAt)
-	b = append(b, `,"version":`...)
-	b = strconv.AppendInt(b, r.Version, 10)
+	b = appendStamps(b, r)
 	if b, err = appendRaw(b, `,"cancellation":`, r.Cancellation); err != nil {
 		return nil, err
 	}
@@ -217,4 +206,22 @@ func appendString(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// appendStamps appends the members every view of a request shares, from
+// created_by to version, in the representation's order.
+func appendStamps(b []byte, r *domain.Request) []byte {
+	b = append(b, `,"created_by":`...)
+	b = appendString(b, r.CreatedBy)
+	b = append(b, `,"created_at":`...)
+	b = appendTime(b, r.CreatedAt)
+	b = append(b, `,"updated_at":`...)
+	b = appendTime(b, r.UpdatedAt)
+	b = append(b, `,"completed_at":`...)
+	b = appendTimePtr(b, r.CompletedAt)
+	b = append(b, `,"expires_at":`...)
+	b = appendTimePtr(b, r.ExpiresAt)
+	b = append(b, `,"version":`...)
+	b = strconv.AppendInt(b, r.Version, 10)
+	return b
 }

@@ -100,18 +100,7 @@ func AppendOperation(b []byte, r *domain.Request) ([]byte, error) {
 	if b, err = appendRaw(b, `,"progress":`, r.Progress); err != nil {
 		return nil, err
 	}
-	b = append(b, `,"created_by":`...)
-	b = appendString(b, r.CreatedBy)
-	b = append(b, `,"created_at":`...)
-	b = appendTime(b, r.CreatedAt)
-	b = append(b, `,"updated_at":`...)
-	b = appendTime(b, r.UpdatedAt)
-	b = append(b, `,"completed_at":`...)
-	b = appendTimePtr(b, r.CompletedAt)
-	b = append(b, `,"expires_at":`...)
-	b = appendTimePtr(b, r.ExpiresAt)
-	b = append(b, `,"version":`...)
-	b = strconv.AppendInt(b, r.Version, 10)
+	b = appendStamps(b, r)
 	b = append(b, '}')
 	switch r.Status {
 	case domain.StatusSucceeded:
