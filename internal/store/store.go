@@ -63,7 +63,8 @@ type Options struct {
 	// share one write and one read on one connection, which saves syscalls here
 	// and in Redis (docs/performance-log.md, item 12). Each call is still one command
 	// with its own reply, and the caller waits no longer than OpTimeout. serve
-	// turns it on (redis.autopipeline) on every backend, the embedded one too.
+	// turns it on (redis.autopipeline) on every backend, the embedded one too,
+	// but a Cluster ignores it (New says why).
 	// Writes that wait for replicas (WaitReplicas > 0) keep their own pipeline
 	// with WAIT on one connection (durability.go) and do not use it.
 	// default: false, one round trip per call on a pooled connection.
@@ -182,7 +183,13 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 	}, rateConstants(o.RateLimits, o.TenantShards)...)); err != nil {
 		return nil, err
 	}
-	if c, ok := rdb.(autoPipeliner); ok && o.AutoPipeline {
+	// Not on a Cluster: the autopipeliner queues by slot range, and a range
+	// spans masters, so while one master is dead (until its replica is
+	// promoted) the batches that hold a call for it held calls for healthy
+	// masters past their deadline too: TestClusterFailover saw 1 to 6 503s
+	// per failover on masters that never failed with it, none without it.
+	_, cluster := rdb.(*redis.ClusterClient)
+	if c, ok := rdb.(autoPipeliner); ok && o.AutoPipeline && !cluster {
 		// The deferred face, because only its futures can be awaited under a
 		// deadline (eval waits with WaitContext). The instance is cached on the
 		// client and closed with it. No coalescing wait: a lone call flushes at
