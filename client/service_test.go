@@ -26,6 +26,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/httpapi"
 	"github.com/asyncstatus/asyncstatus/internal/memconn"
 	"github.com/asyncstatus/asyncstatus/internal/store"
+	"github.com/asyncstatus/asyncstatus/internal/sweep"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 	"github.com/asyncstatus/asyncstatus/internal/webhook"
 )
@@ -135,7 +136,7 @@ func newService(rdb redis.UniversalClient, o serviceOptions) (*service, func(), 
 			ReadTimeout: 10 * time.Second, WriteTimeout: time.Minute, IdleTimeout: time.Minute,
 			Wait: httpapi.WaitOptions{Max: 25 * time.Second, MaxWaiters: 10000, ReadTimeout: 5 * time.Second}},
 		Log: log, Listener: ln, Waits: &store.HubOptions{Log: log},
-		Sweep: &store.SweeperOptions{Interval: o.sweep, Log: log},
+		Sweep: &sweep.Options{Interval: o.sweep, Log: log},
 		Webhooks: &webhook.DispatcherOptions{Timeout: 2 * time.Second, Guard: &webhook.Guard{AllowHTTP: true, AllowPrivate: true},
 			Sealer: sealer, PollInterval: 100 * time.Millisecond, RegistryInterval: 100 * time.Millisecond, Log: log}})
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/httpapi"
 	"github.com/asyncstatus/asyncstatus/internal/httpapi/logbuf"
 	"github.com/asyncstatus/asyncstatus/internal/store"
+	"github.com/asyncstatus/asyncstatus/internal/sweep"
 )
 
 // cmdServe runs the service.
@@ -105,7 +106,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		ShutdownTimeout: cfg.HTTP.ShutdownTimeout,
 		// The sweeper (timeouts, retention cleanup), the webhook dispatcher
 		// (docs/reference.md §10) and the audit drainer run in every replica.
-		Sweep:    &store.SweeperOptions{Interval: cfg.Lifecycle.SweepInterval, Batch: cfg.Lifecycle.SweepBatch, Log: log},
+		Sweep:    &sweep.Options{Interval: cfg.Lifecycle.SweepInterval, Batch: cfg.Lifecycle.SweepBatch, Log: log},
 		Webhooks: webhookOptions(cfg, sealer, log), Audit: audits}
 	if cfg.Wait.MaxWaiters > 0 {
 		// Waiting without polling (docs/reference.md §12): one notification hub per replica.

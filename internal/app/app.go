@@ -23,6 +23,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/httpapi"
 	"github.com/asyncstatus/asyncstatus/internal/metrics"
 	"github.com/asyncstatus/asyncstatus/internal/store"
+	"github.com/asyncstatus/asyncstatus/internal/sweep"
 	"github.com/asyncstatus/asyncstatus/internal/webhook"
 )
 
@@ -57,7 +58,7 @@ type Options struct {
 	// notifications through it).
 	WaitsVia func(httpapi.Waits) httpapi.Waits
 	// Sweep runs a sweeper (timeouts, retention cleanup).
-	Sweep *store.SweeperOptions
+	Sweep *sweep.Options
 	// Webhooks runs a webhook dispatcher and serves the registration routes
 	// (docs/reference.md §10); Guard and Sealer are required.
 	Webhooks *webhook.DispatcherOptions
@@ -85,7 +86,7 @@ type App struct {
 	api     *httpapi.Server
 	hub     *store.Hub // nil when waiting is off
 	ownHub  *store.Hub // the console's own, when waiting is off
-	sweeper *store.Sweeper
+	sweeper *sweep.Sweeper
 	hooks   *webhook.Dispatcher
 	drainer *audit.Drainer
 	console *console.Server
@@ -142,7 +143,7 @@ func New(o Options) (*App, error) {
 	}
 	a.api = httpapi.New(st, o.Auth, o.Limiter, o.HTTP, o.Log)
 	if o.Sweep != nil {
-		a.sweeper = st.NewSweeper(*o.Sweep)
+		a.sweeper = sweep.New(st, *o.Sweep)
 	}
 	if c := o.Console; c != nil {
 		co := c.Options
@@ -340,7 +341,7 @@ func (a *App) closeSink() {
 
 // sweepStats converts the sweeper's counters for the metrics package, which
 // does not import the store.
-func sweepStats(s store.SweepStats) metrics.SweepStats {
+func sweepStats(s sweep.Stats) metrics.SweepStats {
 	return metrics.SweepStats{Runs: s.Runs, Errors: s.Errors, Expired: s.Expired, Failed: s.Failed, Cleaned: s.Cleaned,
 		LastRun: s.LastRun, LastDuration: s.LastDuration, LastLag: s.LastLag}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/auth"
 	"github.com/asyncstatus/asyncstatus/internal/metrics"
 	"github.com/asyncstatus/asyncstatus/internal/store"
+	"github.com/asyncstatus/asyncstatus/internal/sweep"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 	"github.com/asyncstatus/asyncstatus/internal/webhook"
 )
@@ -59,7 +60,7 @@ func every(t *testing.T, be testenv.Backend, snk *sink) app.Options {
 	o := app.Options{Store: st, Auth: auth.New(st, []byte("0123456789abcdef0123456789abcdef"), time.Second, nil),
 		Log: log, Metrics: m, Listener: listen(t), MetricsListener: listen(t),
 		Waits:    &store.HubOptions{Log: log},
-		Sweep:    &store.SweeperOptions{Interval: time.Hour, Log: log},
+		Sweep:    &sweep.Options{Interval: time.Hour, Log: log},
 		Webhooks: &webhook.DispatcherOptions{Guard: &webhook.Guard{}, Sealer: sealer, Log: log},
 		Audit:    &audit.Options{Sink: snk, Log: log},
 		Console:  &app.ConsoleOptions{Listener: listen(t), Live: true}}

@@ -19,6 +19,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/httpapi"
 	"github.com/asyncstatus/asyncstatus/internal/store"
+	"github.com/asyncstatus/asyncstatus/internal/sweep"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 
@@ -73,7 +74,7 @@ func startService(t testing.TB, b testenv.Backend) *service {
 			ReadTimeout: 10 * time.Second, WriteTimeout: time.Minute, IdleTimeout: time.Minute,
 			Wait: httpapi.WaitOptions{Max: 25 * time.Second, MaxWaiters: 1000, ReadTimeout: 5 * time.Second}},
 		Log: log, Listener: ln, Waits: &store.HubOptions{Log: log},
-		Sweep: &store.SweeperOptions{Interval: 200 * time.Millisecond, Log: log}})
+		Sweep: &sweep.Options{Interval: 200 * time.Millisecond, Log: log}})
 	if err != nil {
 		t.Fatal(err)
 	}
