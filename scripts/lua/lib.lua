@@ -194,6 +194,20 @@ local function label_move(lix, labels, from, to, id, ca)
   end
 end
 
+--- @include "rcall"
+-- index_refill reads the next chunk of an index iterator (list.lua,
+-- list_labels.lua: it.key read newest first between the scores maxs and
+-- mins, from it.off) into it.buf, it.i; chunks start at it.size entries and
+-- double on every refill, up to 1000 (one index usually holds most of a
+-- page; the others then cost a few entries each); it.eof once it is read.
+local function index_refill(it, maxs, mins)
+  local r = rcall('ZREVRANGEBYSCORE', it.key, maxs, mins, 'LIMIT', it.off, it.size)
+  it.off = it.off + #r
+  if #r < it.size then it.eof = true end
+  it.buf, it.i = r, 1
+  it.size = math.min(it.size * 2, 1000)
+end
+
 -- heap_up restores a binary max-heap of tables by their field h after
 -- heap[i] was added or grew: list.lua and list_labels.lua merge their index
 -- iterators by head id in one (a page costs one first read per opened index

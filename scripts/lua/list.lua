@@ -65,6 +65,7 @@
 --- @include "rcall"
 --- @include "rate_gate"
 --- @include "fmt_ms"
+--- @include "index_refill"
 --- @include "heap_up"
 --- @include "heap_down"
 --- @include "heap_pop"
@@ -96,8 +97,7 @@ local function tenant_types(meta)
 end
 
 -- One iterator per opened index, reading it newest first in chunks that start
--- at first entries and double on every refill (one index usually holds most of
--- a page; the others then cost a few entries each).
+-- at first entries (index_refill).
 local function iterator(key, first, n)
   return {key = key, buf = {}, i = 1, off = 0, size = first, eof = false, n = n}
 end
@@ -107,11 +107,7 @@ local function head(it)
     local id = it.buf[it.i]
     if id then return id end
     if it.eof then return nil end
-    local r = rcall('ZREVRANGEBYSCORE', it.key, maxs, mins, 'LIMIT', it.off, it.size)
-    it.off = it.off + #r
-    if #r < it.size then it.eof = true end
-    it.buf, it.i = r, 1
-    it.size = math.min(it.size * 2, 1000)
+    index_refill(it, maxs, mins)
   end
 end
 

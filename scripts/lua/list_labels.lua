@@ -32,6 +32,7 @@
 -- frozen | {"9" .. rate part} rate limited
 --- @include "rcall"
 --- @include "rate_gate"
+--- @include "index_refill"
 --- @include "heap_up"
 --- @include "merge_page"
 local maxs, mins = ARGV[3], ARGV[4]
@@ -66,11 +67,7 @@ local function head(it)
       it.i = it.i + 1
     else
       if it.eof then return nil end
-      local r = rcall('ZREVRANGEBYSCORE', it.key, maxs, mins, 'LIMIT', it.off, it.size)
-      it.off = it.off + #r
-      if #r < it.size then it.eof = true end
-      it.buf, it.i = r, 1
-      it.size = math.min(it.size * 2, 1000)
+      index_refill(it, maxs, mins)
     end
   end
 end
