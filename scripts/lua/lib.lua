@@ -221,6 +221,18 @@ local function heap_up(heap, i)
   end
 end
 
+--- @include "heap_up"
+-- heap_push adds the index iterator it to heap by its head id (head(it)
+-- loads it), unless its index has no id left.
+local function heap_push(heap, it, head)
+  local h = head(it)
+  if h then
+    it.h = h
+    heap[#heap + 1] = it
+    heap_up(heap, #heap)
+  end
+end
+
 -- heap_down restores a heap_up heap after heap[i] shrank.
 local function heap_down(heap, i)
   local n = #heap

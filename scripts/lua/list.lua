@@ -67,6 +67,7 @@
 --- @include "fmt_ms"
 --- @include "index_refill"
 --- @include "heap_up"
+--- @include "heap_push"
 --- @include "heap_down"
 --- @include "heap_pop"
 --- @include "merge_page"
@@ -115,14 +116,7 @@ end
 -- lazy plan's summary streams in streams, by the bound of their next member:
 -- both binary max-heaps of lib.lua's heap_up.
 local heap = {}
-local function push(it)
-  local h = head(it)
-  if h then
-    it.h = h
-    heap[#heap + 1] = it
-    heap_up(heap, #heap)
-  end
-end
+local function push(it) heap_push(heap, it, head) end
 
 -- id_ms is the UUIDv7 millisecond of an id (its first 12 hex digits): the
 -- score of its index entries.

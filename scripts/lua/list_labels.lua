@@ -33,7 +33,7 @@
 --- @include "rcall"
 --- @include "rate_gate"
 --- @include "index_refill"
---- @include "heap_up"
+--- @include "heap_push"
 --- @include "merge_page"
 local maxs, mins = ARGV[3], ARGV[4]
 local cid = ARGV[5]
@@ -100,12 +100,7 @@ local first = want + 1
 if #its > 1 then first = math.floor(first / #its) + 2 end
 for _, it in ipairs(its) do
   it.size = first
-  local h = head(it)
-  if h then
-    it.h = h
-    heap[#heap + 1] = it
-    heap_up(heap, #heap)
-  end
+  heap_push(heap, it, head)
 end
 
 return merge_page(heap, head, function() end, want, cid, rl)
