@@ -108,6 +108,12 @@ func New(o Options) (*App, error) {
 	if o.Store == nil || o.Auth == nil {
 		return nil, errors.New("app: Store and Auth are required")
 	}
+	if o.MetricsListener != nil && o.Metrics == nil {
+		return nil, errors.New("app: MetricsListener needs Metrics")
+	}
+	if o.Console != nil && o.Console.Listener == nil {
+		return nil, errors.New("app: Console needs its Listener")
+	}
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
@@ -207,7 +213,7 @@ func (a *App) Start(ctx context.Context) {
 			m.WatchSweeper(func() metrics.SweepStats { return sweepStats(a.sweeper.Stats()) })
 		}
 	}
-	if o.MetricsListener != nil && m != nil {
+	if o.MetricsListener != nil {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", m.Handler())
 		a.serveHTTP(ctx, o.MetricsListener, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second,

@@ -37,6 +37,7 @@ func listen(t *testing.T) net.Listener {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = ln.Close() }) // the App's from New on; New may refuse it
 	return ln
 }
 
@@ -148,10 +149,21 @@ func TestCloseWithoutStart(t *testing.T) {
 	}
 }
 
-// TestNewRequiresStoreAndAuth: a service without a store or an
-// authenticator is refused, not a nil dereference later.
-func TestNewRequiresStoreAndAuth(t *testing.T) {
+// TestNewRefusesIncompleteOptions: a service without a store or an
+// authenticator, a metrics listener without metrics or a console without a
+// listener is refused, not a nil dereference later.
+func TestNewRefusesIncompleteOptions(t *testing.T) {
 	if _, err := app.New(app.Options{}); err == nil {
 		t.Fatal("New without Store and Auth: no error")
+	}
+	o := every(t, testenv.Backends()[0], &sink{})
+	o.Metrics = nil
+	if _, err := app.New(o); err == nil {
+		t.Fatal("New with a metrics listener and no metrics: no error")
+	}
+	o = every(t, testenv.Backends()[0], &sink{})
+	o.Console.Listener = nil
+	if _, err := app.New(o); err == nil {
+		t.Fatal("New with a console and no listener: no error")
 	}
 }
