@@ -20,11 +20,13 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/asyncstatus/asyncstatus/internal/app"
 	"github.com/asyncstatus/asyncstatus/internal/auth"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/httpapi"
 	"github.com/asyncstatus/asyncstatus/internal/memconn"
 	"github.com/asyncstatus/asyncstatus/internal/store"
+	"github.com/asyncstatus/asyncstatus/internal/sweep"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 	"github.com/asyncstatus/asyncstatus/internal/webhook"
 )
@@ -119,26 +121,28 @@ func newService(rdb redis.UniversalClient, o serviceOptions) (*service, func(), 
 		return nil, nil, err
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a := auth.New(st, []byte("0123456789abcdef0123456789abcdef"), 10*time.Millisecond, nil)
 	sealer, err := webhook.RandomSealer()
 	if err != nil {
 		return nil, nil, err
 	}
-	guard := &webhook.Guard{AllowHTTP: true, AllowPrivate: true}
-	hooks := webhook.NewService(st, guard, sealer, nil)
-	d, err := webhook.NewDispatcher(st, webhook.DispatcherOptions{Timeout: 2 * time.Second, Guard: guard, Sealer: sealer,
-		PollInterval: 100 * time.Millisecond, RegistryInterval: 100 * time.Millisecond, Log: log})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, nil, err
 	}
-	hooks.Registered = d.Watch
-	st.OnOutbox(d.Nudge)
-	// Waiting without polling (docs/reference.md §12), as serve wires it.
-	hub := st.NewHub(store.HubOptions{Log: log})
-	srv := httpapi.New(st, a, nil, httpapi.Options{BodyLimitBytes: o.bodyLimit, Schedule: o.schedule,
-		Limits:   domain.Limits{ContextBytes: 4096, ResultBytes: 16384},
-		Webhooks: hooks, ReadTimeout: 10 * time.Second, WriteTimeout: time.Minute, IdleTimeout: time.Minute,
-		Waits: hub, Wait: httpapi.WaitOptions{Max: 25 * time.Second, MaxWaiters: 10000, ReadTimeout: 5 * time.Second}}, log)
+	// As serve composes it, with waiting without polling (docs/reference.md §12).
+	a, err := app.New(app.Options{Store: st, Auth: auth.New(st, []byte("0123456789abcdef0123456789abcdef"), 10*time.Millisecond, nil),
+		HTTP: httpapi.Options{BodyLimitBytes: o.bodyLimit, Schedule: o.schedule,
+			Limits:      domain.Limits{ContextBytes: 4096, ResultBytes: 16384},
+			ReadTimeout: 10 * time.Second, WriteTimeout: time.Minute, IdleTimeout: time.Minute,
+			Wait: httpapi.WaitOptions{Max: 25 * time.Second, MaxWaiters: 10000, ReadTimeout: 5 * time.Second}},
+		Log: log, Listener: ln, Waits: &store.HubOptions{Log: log},
+		Sweep: &sweep.Options{Interval: o.sweep, Log: log},
+		Webhooks: &webhook.DispatcherOptions{Timeout: 2 * time.Second, Guard: &webhook.Guard{AllowHTTP: true, AllowPrivate: true},
+			Sealer: sealer, PollInterval: 100 * time.Millisecond, RegistryInterval: 100 * time.Millisecond, Log: log}})
+	if err != nil {
+		_ = ln.Close()
+		return nil, nil, err
+	}
 	svc := &service{Store: st}
 	if svc.Keys, err = testenv.SaveKeys(context.Background(), st, time.Now(),
 		testenv.TestKey{Name: "rw", Tenant: "acme", Scopes: domain.ScopeRead | domain.ScopeWrite},
@@ -147,34 +151,13 @@ func newService(rdb redis.UniversalClient, o serviceOptions) (*service, func(), 
 		testenv.TestKey{Name: "admin", Tenant: "acme", Scopes: domain.ScopeRead | domain.ScopeWrite | domain.ScopeAdmin},
 		testenv.TestKey{Name: "other", Tenant: "globex", Scopes: domain.ScopeRead | domain.ScopeWrite | domain.ScopeAdmin},
 	); err != nil {
+		_ = a.Close()
+		_ = ln.Close()
 		return nil, nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	sweeper := st.NewSweeper(store.SweeperOptions{Interval: o.sweep, Log: log})
-	swept := make(chan struct{})
-	go func() { defer close(swept); sweeper.Run(ctx) }()
-	dispatched := make(chan struct{})
-	go func() { defer close(dispatched); d.Run(ctx) }()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		cancel()
-		<-swept
-		<-dispatched
-		hub.Close()
-		return nil, nil, err
-	}
-	served := make(chan struct{})
-	go func() { defer close(served); _ = srv.App().Listener(ln) }()
+	a.Start(context.Background())
 	svc.URL = "http://" + ln.Addr().String()
-	stop := func() {
-		srv.StopWaits()
-		_ = srv.App().ShutdownWithTimeout(5 * time.Second)
-		hub.Close()
-		<-served
-		cancel()
-		<-swept
-		<-dispatched
-	}
+	stop := func() { _ = a.Close() }
 	return svc, stop, nil
 }
 

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,13 +12,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/asyncstatus/asyncstatus/internal/app"
 	"github.com/asyncstatus/asyncstatus/internal/buildinfo"
 	"github.com/asyncstatus/asyncstatus/internal/config"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/httpapi"
 	"github.com/asyncstatus/asyncstatus/internal/httpapi/logbuf"
-	"github.com/asyncstatus/asyncstatus/internal/metrics"
 	"github.com/asyncstatus/asyncstatus/internal/store"
+	"github.com/asyncstatus/asyncstatus/internal/sweep"
 )
 
 // cmdServe runs the service.
@@ -99,80 +98,64 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	opts := httpOptions(cfg)
 	opts.Metrics, opts.AccessLog, opts.Build = m, newAccessLog(cfg, logw), build
 	opts.MetricsElsewhere = cfg.Metrics.Addr != ""
-	// Webhooks (docs/reference.md §10): the dispatcher runs in every replica, stops with the
-	// serve context, and is waited for before the store closes.
-	hooks, stopHooks, err := startWebhooks(ctx, cfg, b.store, sealer, log, m)
-	if err != nil {
-		return fmt.Errorf("webhooks: %w", err)
-	}
-	defer stopHooks()
-	opts.Webhooks = hooks
-	// Waiting without polling (docs/reference.md §12): one notification hub per replica,
-	// closed after the listener has stopped.
-	var hub *store.Hub // shared with the console's live views
-	if cfg.Wait.MaxWaiters > 0 {
-		hub = b.store.NewHub(store.HubOptions{Log: log, Observer: m})
-		defer hub.Close()
-		opts.Waits = hub
-	}
-	// The audit drainer runs in every replica and is stopped, after
-	// a last pass, once the requests in flight are done.
-	auditStatus, stopAudit, err := startAudit(ctx, cfg, b.store, logw.Direct(), log, m)
+	audits, err := auditOptions(cfg, logw.Direct(), log)
 	if err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
-	defer stopAudit()
-	opts.AuditStatus = auditStatus
-	srv := httpapi.New(b.store, authn, limiter, opts, log)
-
-	// The sweeper (timeouts, retention cleanup) runs in every replica; it stops
-	// with the serve context and is waited for before the store closes.
-	sweeper := b.store.NewSweeper(store.SweeperOptions{Interval: cfg.Lifecycle.SweepInterval, Batch: cfg.Lifecycle.SweepBatch, Log: log})
-	sweepCtx, stopSweep := context.WithCancel(ctx)
-	swept := make(chan struct{})
-	go func() { defer close(swept); sweeper.Run(sweepCtx) }()
-	m.WatchSweeper(func() metrics.SweepStats { return sweepStats(sweeper.Stats()) })
-	defer func() { stopSweep(); <-swept }()
-
-	ln, err := listenAPI(cfg, log)
-	if err != nil {
+	ao := app.Options{Store: b.store, Auth: authn, Limiter: limiter, HTTP: opts, Log: log, Metrics: m,
+		ShutdownTimeout: cfg.HTTP.ShutdownTimeout,
+		// The sweeper (timeouts, retention cleanup), the webhook dispatcher
+		// (docs/reference.md §10) and the audit drainer run in every replica.
+		Sweep:    &sweep.Options{Interval: cfg.Lifecycle.SweepInterval, Batch: cfg.Lifecycle.SweepBatch, Log: log},
+		Webhooks: webhookOptions(cfg, sealer, log), Audit: audits}
+	if cfg.Wait.MaxWaiters > 0 {
+		// Waiting without polling (docs/reference.md §12): one notification hub per replica.
+		ao.Waits = &store.HubOptions{Log: log, Observer: m}
+	}
+	// Every listener is bound before anything is served, so that the banner
+	// names them all and a taken port stops serve at once.
+	var listeners []net.Listener
+	closeListeners := func() {
+		for _, ln := range listeners {
+			_ = ln.Close()
+		}
+	}
+	if ao.Listener, err = listenAPI(cfg, log); err != nil {
 		return err
 	}
-	log.Info("listening", "addr", ln.Addr().String(), "version", build.Version, "revision", build.Revision, "modified", build.Modified, "max_procs", procs)
-	stopMetrics, err := startMetrics(ctx, cfg, m, log)
-	if err != nil {
-		_ = ln.Close()
+	listeners = append(listeners, ao.Listener)
+	log.Info("listening", "addr", ao.Listener.Addr().String(), "version", build.Version, "revision", build.Revision, "modified", build.Modified, "max_procs", procs)
+	if ao.MetricsListener, err = listenMetrics(cfg, log); err != nil {
+		closeListeners()
 		return err
 	}
-	defer stopMetrics()
-
-	// The operator console (docs/reference.md §14) on its own listener; stopped after the API.
-	// What it has to say for the banner waits until every listener is bound.
-	var consoleBanner bytes.Buffer
-	stopConsole, err := startConsole(ctx, cfg, b.store, hub, authn, m, log, demoKeyID, &consoleBanner)
-	if err != nil {
-		_ = ln.Close()
+	if ao.MetricsListener != nil {
+		listeners = append(listeners, ao.MetricsListener)
+	}
+	if ao.Console, err = consoleOptions(cfg, m, log); err != nil {
+		closeListeners()
 		return err
 	}
-	defer stopConsole()
+	if ao.Console != nil {
+		listeners = append(listeners, ao.Console.Listener)
+	}
+	svc, err := app.New(ao)
+	if err != nil {
+		closeListeners()
+		return err
+	}
 	if demoKey != "" {
-		printEmbeddedBanner(stdout, ln.Addr(), demoKey, consoleBanner.String())
+		var banner string
+		if svc.Console() != nil {
+			if banner, err = consoleBanner(ctx, svc.Console(), ao.Console.Listener, demoKeyID); err != nil {
+				_ = svc.Close()
+				closeListeners()
+				return err
+			}
+		}
+		printEmbeddedBanner(stdout, ao.Listener.Addr(), demoKey, banner)
 	}
-
-	served := make(chan error, 1)
-	go func() { served <- srv.App().Listener(ln) }()
-	select {
-	case err := <-served:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	log.Info("shutting down: finishing requests in flight", "timeout", cfg.HTTP.ShutdownTimeout.String())
-	srv.StopWaits() // held long polls answer now, streams end
-	if err := srv.App().ShutdownWithTimeout(cfg.HTTP.ShutdownTimeout); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	log.Info("stopped")
-	return nil
+	return svc.Run(ctx)
 }
 
 // listenAPI binds the API's listener: http.addr, on loopback for the embedded

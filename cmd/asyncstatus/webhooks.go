@@ -10,8 +10,6 @@ import (
 
 	"github.com/asyncstatus/asyncstatus/internal/config"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
-	"github.com/asyncstatus/asyncstatus/internal/httpapi"
-	"github.com/asyncstatus/asyncstatus/internal/metrics"
 	"github.com/asyncstatus/asyncstatus/internal/store"
 	"github.com/asyncstatus/asyncstatus/internal/webhook"
 )
@@ -52,13 +50,11 @@ func webhookSealer(cfg config.Config) (*webhook.Sealer, error) {
 	return webhook.RandomSealer()
 }
 
-// startWebhooks starts this replica's webhook dispatcher (every replica runs
-// one) and returns the registration service for the HTTP routes and a function
-// that stops the dispatcher and waits for the attempts in flight. With webhooks
-// off it returns a nil service.
-func startWebhooks(ctx context.Context, cfg config.Config, st *store.Store, sealer *webhook.Sealer, log *slog.Logger, m *metrics.Metrics) (httpapi.Webhooks, func(), error) {
+// webhookOptions are the options of this replica's webhook dispatcher (every
+// replica runs one); nil with webhooks off.
+func webhookOptions(cfg config.Config, sealer *webhook.Sealer, log *slog.Logger) *webhook.DispatcherOptions {
 	if !cfg.Webhooks.Enabled || sealer == nil {
-		return nil, func() {}, nil
+		return nil
 	}
 	w := cfg.Webhooks
 	if w.AllowHTTP || w.AllowPrivate {
@@ -66,19 +62,7 @@ func startWebhooks(ctx context.Context, cfg config.Config, st *store.Store, seal
 			"allow_http", w.AllowHTTP, "allow_private", w.AllowPrivate)
 	}
 	guard := &webhook.Guard{AllowHTTP: w.AllowHTTP, AllowPrivate: w.AllowPrivate}
-	d, err := webhook.NewDispatcher(st, webhook.DispatcherOptions{Timeout: w.Timeout, RetrySchedule: w.RetrySchedule,
-		Guard: guard, Sealer: sealer, Log: log})
-	if err != nil {
-		return nil, nil, err
-	}
-	svc := webhook.NewService(st, guard, sealer, nil)
-	svc.Registered = d.Watch
-	m.WatchWebhooks(func() metrics.WebhookStats { return webhookStats(d.Stats()) })
-	st.OnOutbox(d.Nudge)
-	dctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); d.Run(dctx) }()
-	return svc, func() { cancel(); <-done; st.OnOutbox(nil); m.WatchWebhooks(nil) }, nil
+	return &webhook.DispatcherOptions{Timeout: w.Timeout, RetrySchedule: w.RetrySchedule, Guard: guard, Sealer: sealer, Log: log}
 }
 
 // cmdWebhooks runs `asyncstatus webhooks reseal [--tenant T] [--dry-run]`: it

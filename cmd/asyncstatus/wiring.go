@@ -262,20 +262,6 @@ func newMetrics(build buildinfo.Info) (*metrics.Metrics, error) {
 	return m, nil
 }
 
-// sweepStats converts the sweeper's counters for the metrics package, which
-// does not import the store.
-func sweepStats(s store.SweepStats) metrics.SweepStats {
-	return metrics.SweepStats{Runs: s.Runs, Errors: s.Errors, Expired: s.Expired, Failed: s.Failed, Cleaned: s.Cleaned,
-		LastRun: s.LastRun, LastDuration: s.LastDuration, LastLag: s.LastLag}
-}
-
-// webhookStats converts the webhook dispatcher's counters for the metrics
-// package, which does not import the webhook package.
-func webhookStats(s webhook.DispatchStats) metrics.WebhookStats {
-	return metrics.WebhookStats{Attempts: s.Attempts, Delivered: s.Delivered, Retrying: s.Retrying, Failed: s.Failed,
-		Dropped: s.Dropped, StoreErrors: s.StoreErrors}
-}
-
 func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(cfg.Log.Level))

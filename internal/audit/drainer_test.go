@@ -19,6 +19,7 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/audit"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/store"
+	"github.com/asyncstatus/asyncstatus/internal/sweep"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 
@@ -345,7 +346,7 @@ func TestRetentionLeavesTheTrail(t *testing.T) {
 		r := e.replica(t, 10000, func(o *store.Options) { o.Retention = time.Minute })
 		id, n := lifecycle(t, r.s, "acme")
 		e.clock.Add(2 * time.Minute)
-		sw := r.s.NewSweeper(store.SweeperOptions{Log: slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))})
+		sw := sweep.New(r.s, sweep.Options{Log: slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))})
 		if err := sw.Tick(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/asyncstatus/asyncstatus/internal/app"
 	"github.com/asyncstatus/asyncstatus/internal/auth"
 	"github.com/asyncstatus/asyncstatus/internal/console"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
@@ -82,29 +83,29 @@ func newStack(tb testing.TB, b testenv.Backend, o stackOptions) *stack {
 	if s.metrics, err = metrics.New(reg); err != nil {
 		tb.Fatal(err)
 	}
-	co := console.Options{SessionTTL: time.Hour, Config: o.config, Gatherer: reg,
-		Log: log, Now: o.clock, LiveInterval: orDefault(o.live, 50*time.Millisecond)}
-	if !o.poll {
-		hub := st.NewHub(store.HubOptions{Log: log})
-		tb.Cleanup(hub.Close)
-		co.Watcher = hub
-	}
-	s.console, err = console.New(st, s.auth, co)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	srv := httptest.NewServer(s.console.Handler())
-	tb.Cleanup(srv.Close)
-	s.url = srv.URL
-	if o.withAPI {
-		api := httpapi.New(st, s.auth, nil, httpapi.Options{Metrics: s.metrics}, log)
+	listen := func() net.Listener {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			tb.Fatal(err)
 		}
-		go func() { _ = api.App().Listener(ln) }()
-		tb.Cleanup(func() { _ = api.App().Shutdown() })
-		s.api = "http://" + ln.Addr().String()
+		return ln
+	}
+	ao := app.Options{Store: st, Auth: s.auth, HTTP: httpapi.Options{Metrics: s.metrics}, Log: log,
+		// Without the hub (poll), live views re-read every live interval.
+		Console: &app.ConsoleOptions{Options: console.Options{SessionTTL: time.Hour, Config: o.config, Gatherer: reg,
+			Log: log, Now: o.clock, LiveInterval: orDefault(o.live, 50*time.Millisecond)}, Listener: listen(), Live: !o.poll}}
+	if o.withAPI {
+		ao.Listener = listen()
+	}
+	a, err := app.New(ao)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	a.Start(context.Background())
+	tb.Cleanup(func() { _ = a.Close() })
+	s.console, s.url = a.Console(), "http://"+ao.Console.Listener.Addr().String()
+	if o.withAPI {
+		s.api = "http://" + ao.Listener.Addr().String()
 	}
 	return s
 }

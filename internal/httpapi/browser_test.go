@@ -11,7 +11,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/asyncstatus/asyncstatus/internal/httpapi"
+	"github.com/asyncstatus/asyncstatus/internal/app"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 
@@ -60,7 +60,7 @@ func TestBrowserWaits(t *testing.T) {
 		fmt.Fprintf(w, browserPage, pageAPI, pageKey)
 	}))
 	defer page.Close()
-	p := newReplicaPair(t, testenv.Backends()[1], func(o *httpapi.Options) { o.CORSOrigins = []string{page.URL} }, nil)
+	p := newReplicaPair(t, testenv.Backends()[1], func(o *app.Options) { o.HTTP.CORSOrigins = []string{page.URL} }, nil)
 	pageAPI, pageKey = p.urlA, p.key
 
 	ctx := testenv.Browser(t)

@@ -21,7 +21,6 @@ func (s *Server) counts(c *fiber.Ctx) error {
 	p := principal(c)
 	f.Credential, f.Rate = rateCredential(p), s.countedRate(c)
 	n, err := s.reqs.Counts(c.UserContext(), p.Tenant, f)
-	setCountedRate(c, f.Rate)
 	if err != nil {
 		return err
 	}

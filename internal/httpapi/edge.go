@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"mime"
 	"slices"
 	"strings"
 
@@ -109,9 +110,6 @@ func headerGiven(c *fiber.Ctx, lower string) bool {
 	return given
 }
 
-// rateLimitHeaders are the headers of a counted call (docs/reference.md §5).
-var rateLimitHeaders = [...]string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"}
-
 // asciiEqualFold reports whether b is lower, an ASCII string in lower case,
 // in any case.
 func asciiEqualFold(b []byte, lower string) bool {
@@ -207,6 +205,87 @@ func contentCoded(c *fiber.Ctx) error {
 		return nil
 	}
 	return domain.Errorf(domain.UnsupportedMediaType, "Send the body without a Content-Encoding.")
+}
+
+// jsonBody returns the body of a POST, refusing a non-JSON media type and
+// any content coding.
+func (s *Server) jsonBody(c *fiber.Ctx) ([]byte, error) {
+	if err := contentCoded(c); err != nil {
+		return nil, err
+	}
+	body, err := s.requestBody(c)
+	if err != nil {
+		return nil, err
+	}
+	ct := c.Get(fiber.HeaderContentType)
+	if len(body) == 0 && ct == "" {
+		return nil, nil
+	}
+	if ct == fiber.MIMEApplicationJSON { // the usual case: what ParseMediaType (and its params map) would accept
+		return body, nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || !(mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))) {
+		return nil, domain.Errorf(domain.UnsupportedMediaType, "Send the body as application/json.")
+	}
+	return body, nil
+}
+
+// idempotencyKey reads Idempotency-Key: 1..255 printable ASCII, bare or as a quoted
+// structured-field string ("abc" and abc are the same key).
+func idempotencyKey(c *fiber.Ctx) (domain.IdempotencyKey, error) {
+	raw := c.Get(headerIdemKey)
+	if raw == "" && !headerGiven(c, "idempotency-key") {
+		return "", nil
+	}
+	key, ok := parseIdempotencyKey(raw)
+	if !ok {
+		return "", &domain.Error{Code: domain.ValidationFailed, Message: "The Idempotency-Key header is not valid.",
+			Fields: []domain.FieldError{{Field: "Idempotency-Key", Message: "must be 1 to 255 printable ASCII characters, bare or as a quoted string"}}}
+	}
+	return domain.IdempotencyKey(key), nil
+}
+
+func parseIdempotencyKey(raw string) (string, bool) {
+	v := raw
+	if v == "" {
+		// Given but empty: not the same as no key, which would silently
+		// lose the caller its idempotency.
+		return "", false
+	}
+	if v[0] == '"' {
+		// A leading quote means a structured-field string; it must be well formed.
+		if len(v) < 2 || v[len(v)-1] != '"' {
+			return "", false
+		}
+		var b strings.Builder
+		in := v[1 : len(v)-1]
+		for i := 0; i < len(in); i++ {
+			ch := in[i]
+			switch {
+			case ch == '\\':
+				if i+1 >= len(in) || (in[i+1] != '"' && in[i+1] != '\\') {
+					return "", false
+				}
+				i++
+				b.WriteByte(in[i])
+			case ch == '"':
+				return "", false
+			default:
+				b.WriteByte(ch)
+			}
+		}
+		v = b.String()
+	}
+	if v == "" || len(v) > 255 {
+		return "", false
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x20 || v[i] > 0x7e {
+			return "", false
+		}
+	}
+	return strings.Clone(v), true
 }
 
 // knownMethod reports whether Fiber routes method (it answers anything else

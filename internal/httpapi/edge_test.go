@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asyncstatus/asyncstatus/internal/auth"
+	"github.com/asyncstatus/asyncstatus/internal/app"
 	"github.com/asyncstatus/asyncstatus/internal/httpapi"
 	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
 	"github.com/asyncstatus/asyncstatus/internal/store"
@@ -262,8 +262,7 @@ func TestNotFoundHeaderParity(t *testing.T) {
 				t.Fatal(err)
 			}
 			e.st = st
-			e.srv = httpapi.New(st, auth.New(st, []byte("0123456789abcdef0123456789abcdef"), time.Minute, e.clock.Now),
-				&fakeLimiter{left: 1000}, httpapi.Options{}, nil)
+			e.srv = e.compose(st, time.Minute, &fakeLimiter{left: 1000}, app.Options{})
 
 			u := e.unseeable() // the key cache (1 min) still holds
 			e.m.FastForward(time.Hour + time.Second)

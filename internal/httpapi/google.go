@@ -76,7 +76,6 @@ func (s *Server) cancelOperation(c *fiber.Ctx) error {
 	tp := domain.TransitionParams{Tenant: p.Tenant, ID: c.Params("id"), By: p.KeyID, IdemKey: ik,
 		Credential: rateCredential(p), Rate: s.countedRate(c)}
 	_, err = s.reqs.Cancel(c.UserContext(), tp, domain.CancelInput{})
-	setCountedRate(c, tp.Rate)
 	if err != nil {
 		var de *domain.Error
 		if errors.As(err, &de) && de.Code == domain.AlreadyTerminal && de.Request != nil && de.Request.Status == domain.StatusCancelled {
@@ -93,10 +92,8 @@ func (s *Server) cancelOperation(c *fiber.Ctx) error {
 // deleteOperation answers DELETE /v1/operations/{id}: the delete of §4.
 func (s *Server) deleteOperation(c *fiber.Ctx) error {
 	p := principal(c)
-	rate := s.countedRate(c)
 	err := s.reqs.Remove(c.UserContext(), domain.TransitionParams{Tenant: p.Tenant, ID: c.Params("id"), By: p.KeyID,
-		Credential: rateCredential(p), Rate: rate})
-	setCountedRate(c, rate)
+		Credential: rateCredential(p), Rate: s.countedRate(c)})
 	if err != nil {
 		return err
 	}
@@ -206,7 +203,6 @@ func (s *Server) listOperations(c *fiber.Ctx) error {
 		p := principal(c)
 		f.Credential, f.Rate = rateCredential(p), s.countedRate(c)
 		page, err = s.reqs.List(c.UserContext(), p.Tenant, f)
-		setCountedRate(c, f.Rate)
 		if err != nil {
 			return err
 		}

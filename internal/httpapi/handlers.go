@@ -3,7 +3,6 @@ package httpapi
 import (
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -53,6 +52,29 @@ func (s *Server) writeRequest(c *fiber.Ctx, status int, r *domain.Request) error
 	defer s.bufs.Put(bp)
 	body, err := wire.AppendRequest((*bp)[:0], r)
 	return s.sendVersioned(c, status, bp, body, err, r.Version)
+}
+
+// writeView answers 200 with r in view v, its ETag and no caching. The
+// representation goes through writeRequest unchanged.
+func (s *Server) writeView(c *fiber.Ctx, v view, r *domain.Request) error {
+	if v == viewRequest {
+		return s.writeRequest(c, fiber.StatusOK, r)
+	}
+	bp := s.bufs.Get().(*[]byte)
+	defer s.bufs.Put(bp)
+	var body []byte
+	var err error
+	switch v {
+	case viewMonitor:
+		var resource string
+		if r.Status == domain.StatusSucceeded {
+			resource = s.requestURL(c, r.ID)
+		}
+		body, err = wire.AppendMonitor((*bp)[:0], r, resource)
+	default:
+		body, err = wire.AppendOperation((*bp)[:0], r)
+	}
+	return s.sendVersioned(c, fiber.StatusOK, bp, body, err, r.Version)
 }
 
 // sendVersioned answers status with the JSON body that an encoder built in the
@@ -218,10 +240,8 @@ func (s *Server) create(c *fiber.Ctx) error {
 		return err
 	}
 	p := principal(c)
-	rate := s.countedRate(c)
 	r, _, err := s.reqs.Create(c.UserContext(), domain.CreateParams{Tenant: p.Tenant, CreatedBy: p.KeyID, Input: in, IdemKey: ik,
-		Credential: rateCredential(p), Rate: rate})
-	setCountedRate(c, rate)
+		Credential: rateCredential(p), Rate: s.countedRate(c)})
 	if err != nil {
 		return err
 	}
@@ -251,9 +271,7 @@ func (s *Server) pollAs(c *fiber.Ctx, v view) error {
 
 func (s *Server) pacedPoll(c *fiber.Ctx, v view) error {
 	res, err := s.reqs.Poll(c.UserContext(), s.pollParams(c, true))
-	if res.Rate != nil {
-		setRateHeaders(c, res.Rate)
-	}
+	s.noteRate(c, res.Rate)
 	if err != nil {
 		return err
 	}
@@ -262,19 +280,33 @@ func (s *Server) pacedPoll(c *fiber.Ctx, v view) error {
 		retryAfter(c, res.RetryAfter)
 	}
 	if match := c.Get(fiber.HeaderIfNoneMatch); match != "" && etagMatches(match, r.Version) {
-		c.Set(fiber.HeaderETag, etag(r.Version))
-		c.Set(fiber.HeaderCacheControl, "no-store")
-		return c.SendStatus(fiber.StatusNotModified)
+		return notModified(c, r.Version)
 	}
 	return s.writeView(c, v, r)
 }
 
-// setRateHeaders writes the RateLimit-* headers of a limit counted by the store.
-func setRateHeaders(c *fiber.Ctx, r *domain.RateInfo) {
-	reset := max(int64((time.Until(r.Reset)+time.Second-1)/time.Second), 0)
-	c.Set("RateLimit-Limit", strconv.FormatInt(r.Limit, 10))
-	c.Set("RateLimit-Remaining", strconv.FormatInt(max(r.Remaining, 0), 10))
-	c.Set("RateLimit-Reset", strconv.FormatInt(reset, 10))
+// pollParams are the parameters of the caller's poll; paced polls are
+// ordinary ones, a wait's reads are not paced (it is never POLLED_TOO_EARLY).
+func (s *Server) pollParams(c *fiber.Ctx, paced bool) domain.PollParams {
+	p := principal(c)
+	pp := domain.PollParams{Tenant: p.Tenant, ID: c.Params("id")}
+	if paced {
+		pp.Caller = p.KeyID
+		if p.KeyID == "" { // a poll token: one caller per request
+			pp.Caller = domain.PollTokenCaller
+		}
+	}
+	// counted by the store when it counts reads (then the middleware does not)
+	pp.Credential = rateCredential(p)
+	return pp
+}
+
+// notModified answers 304 to an If-None-Match that names version: its ETag,
+// and no-store, as the 200 it stands for.
+func notModified(c *fiber.Ctx, version int64) error {
+	c.Set(fiber.HeaderETag, etag(version))
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return c.SendStatus(fiber.StatusNotModified)
 }
 
 // etagMatches implements If-None-Match's weak comparison over a list, and "*".
@@ -292,9 +324,7 @@ func etagMatches(header string, version int64) bool {
 func (s *Server) events(c *fiber.Ctx) error {
 	p := principal(c)
 	res, err := s.reqs.ReadEvents(c.UserContext(), domain.PollParams{Tenant: p.Tenant, ID: c.Params("id"), Credential: rateCredential(p)})
-	if res.Rate != nil {
-		setRateHeaders(c, res.Rate)
-	}
+	s.noteRate(c, res.Rate)
 	if err != nil {
 		return err
 	}
@@ -338,7 +368,6 @@ func transition[In any](s *Server, c *fiber.Ctx, decode func([]byte) (In, error)
 		return err
 	}
 	r, err := apply(tp, in)
-	setCountedRate(c, tp.Rate)
 	if err != nil {
 		return err
 	}
@@ -372,12 +401,16 @@ func (s *Server) cancel(c *fiber.Ctx) error {
 
 func (s *Server) remove(c *fiber.Ctx) error {
 	p := principal(c)
-	rate := s.countedRate(c)
 	err := s.reqs.Remove(c.UserContext(), domain.TransitionParams{Tenant: p.Tenant, ID: c.Params("id"), By: p.KeyID,
-		Credential: rateCredential(p), Rate: rate})
-	setCountedRate(c, rate)
+		Credential: rateCredential(p), Rate: s.countedRate(c)})
 	if err != nil {
 		return err
 	}
 	return c.SendStatus(fiber.StatusNoContent)
+}
+
+// retryAfter sets a whole-second Retry-After.
+func retryAfter(c *fiber.Ctx, sec int) {
+	var b [20]byte
+	setCanonical(c, canonRetryAfter, strconv.AppendInt(b[:0], int64(sec), 10))
 }

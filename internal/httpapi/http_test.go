@@ -19,6 +19,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/asyncstatus/asyncstatus/internal/app"
 	"github.com/asyncstatus/asyncstatus/internal/auth"
 	"github.com/asyncstatus/asyncstatus/internal/buildinfo"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
@@ -63,12 +64,12 @@ func newEnv(t testing.TB, mod func(*httpapi.Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := auth.New(st, []byte("0123456789abcdef0123456789abcdef"), time.Second, c.Now)
 	o := httpapi.Options{Limits: domain.Limits{ContextBytes: 4096, ResultBytes: 16384}, BodyLimitBytes: 64 << 10}
 	if mod != nil {
 		mod(&o)
 	}
-	e := &env{t: t, srv: httpapi.New(st, a, nil, o, nil), st: st, m: m, gone: gone, rdb: rdb, clock: c}
+	e := &env{t: t, st: st, m: m, gone: gone, rdb: rdb, clock: c}
+	e.srv = e.compose(st, time.Second, nil, app.Options{HTTP: o})
 	keys := []testenv.TestKey{
 		{Name: "acme-rw", Tenant: "acme", Scopes: domain.ScopeRead | domain.ScopeWrite},
 		{Name: "acme-r", Tenant: "acme", Scopes: domain.ScopeRead},
@@ -83,6 +84,22 @@ func newEnv(t testing.TB, mod func(*httpapi.Options)) *env {
 		e.plain = append(e.plain, e.keys[k.Name])
 	}
 	return e
+}
+
+// compose builds the service over st as serve does (internal/app), with an
+// authenticator whose key cache lasts cacheTTL on e's clock and the limiter
+// lim; it is closed when the test ends. o's Store, Auth and Limiter are
+// filled in here.
+func (e *env) compose(st *store.Store, cacheTTL time.Duration, lim httpapi.RateLimiter, o app.Options) *httpapi.Server {
+	e.t.Helper()
+	o.Store, o.Auth, o.Limiter = st, auth.New(st, []byte("0123456789abcdef0123456789abcdef"), cacheTTL, e.clock.Now), lim
+	a, err := app.New(o)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = a.Close() })
+	a.Start(context.Background())
+	return a.API()
 }
 
 // resp is a decoded answer.
@@ -680,7 +697,7 @@ func (f *fakeLimiter) Count(_ context.Context, tenant, keyID, scope string) (rat
 func TestRateLimitHeaders(t *testing.T) {
 	e := newEnv(t, nil)
 	lim := &fakeLimiter{left: 2}
-	e.srv = httpapi.New(e.st, auth.New(e.st, []byte("0123456789abcdef0123456789abcdef"), time.Second, e.clock.Now), lim, httpapi.Options{}, nil)
+	e.srv = e.compose(e.st, time.Second, lim, app.Options{})
 	r := e.create("acme-rw", `{"type":"x"}`)
 	if r.code != 202 || r.h.Get("RateLimit-Limit") != "2" || r.h.Get("RateLimit-Remaining") != "1" || r.h.Get("RateLimit-Reset") != "7" {
 		t.Fatalf("allowed answer: %d %v", r.code, r.h)

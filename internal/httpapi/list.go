@@ -31,7 +31,6 @@ func (s *Server) list(c *fiber.Ctx) error {
 	p := principal(c)
 	f.Credential, f.Rate = rateCredential(p), s.countedRate(c)
 	page, err := s.reqs.List(c.UserContext(), p.Tenant, f)
-	setCountedRate(c, f.Rate)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/asyncstatus/asyncstatus/internal/auth"
+	"github.com/asyncstatus/asyncstatus/internal/app"
 	"github.com/asyncstatus/asyncstatus/internal/httpapi"
 	"github.com/asyncstatus/asyncstatus/internal/metrics"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
@@ -23,8 +23,7 @@ import (
 func TestLRONotFoundIsUniform(t *testing.T) {
 	e := newEnv(t, nil)
 	// counted by the middleware: the other answers carry RateLimit-*
-	e.srv = httpapi.New(e.st, auth.New(e.st, []byte("0123456789abcdef0123456789abcdef"), time.Second, e.clock.Now),
-		&fakeLimiter{left: 1000}, httpapi.Options{}, nil)
+	e.srv = e.compose(e.st, time.Second, &fakeLimiter{left: 1000}, app.Options{})
 	u := e.unseeable()
 	type face struct {
 		bodies  []string
@@ -132,7 +131,7 @@ func TestLROWaits(t *testing.T) {
 // TestLROCORS: a page on an allowed origin reads the monitor's and the
 // operations' answers, errors included, with the headers exposed.
 func TestLROCORS(t *testing.T) {
-	p := newReplicaPair(t, testenv.Backends()[0], func(o *httpapi.Options) { o.CORSOrigins = []string{"https://app.example"} }, nil)
+	p := newReplicaPair(t, testenv.Backends()[0], func(o *app.Options) { o.HTTP.CORSOrigins = []string{"https://app.example"} }, nil)
 	id, tok := p.create(t)
 	for _, c := range []struct {
 		method, path string
@@ -286,7 +285,7 @@ func TestLROViewsOneRoundTrip(t *testing.T) {
 func TestLRORateLimits(t *testing.T) {
 	e := newEnv(t, nil)
 	lim := &fakeLimiter{left: 7}
-	e.srv = httpapi.New(e.st, auth.New(e.st, []byte("0123456789abcdef0123456789abcdef"), time.Second, e.clock.Now), lim, httpapi.Options{}, nil)
+	e.srv = e.compose(e.st, time.Second, lim, app.Options{})
 	id, tok := e.mustCreate("acme-rw")
 	for _, c := range []struct {
 		method, path string

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"mime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -40,7 +39,9 @@ type reqState struct {
 	// record to the parked wait.
 	start  time.Time
 	parked bool
-	// rate receives the rate limit a store call counted (countedRate).
+	// rate is the rate limit the call was counted on, by the store
+	// (countedRate) or by the middleware's limiter (countCall); authenticate
+	// writes its headers (writeRate).
 	rate domain.RateInfo
 	// base overrides the URLs' base (baseURL) of a parked answer.
 	base string
@@ -174,67 +175,95 @@ func (s *Server) authedCounted(need domain.Scopes, pollToken bool) fiber.Handler
 func (s *Server) authedPoll() fiber.Handler { return s.authedCounted(domain.ScopeRead, true) }
 
 // countedRate is where a store call that counts the rate limits reports them
-// (domain.CreateParams.Rate, TransitionParams.Rate): the request's state.
-func (s *Server) countedRate(c *fiber.Ctx) *domain.RateInfo {
-	st := s.state(c)
-	st.rate = domain.RateInfo{}
-	return &st.rate
-}
+// (domain.CreateParams.Rate, TransitionParams.Rate, ...): the request's
+// state, whose headers authenticate writes. The store writes it only when it
+// counted the call.
+func (s *Server) countedRate(c *fiber.Ctx) *domain.RateInfo { return &s.state(c).rate }
 
-// setCountedRate writes the headers of what the store counted, if it did.
-func setCountedRate(c *fiber.Ctx, r *domain.RateInfo) {
-	if r.Limit > 0 {
-		setRateHeaders(c, r)
+// noteRate is countedRate for a read, whose result carries the rate it
+// counted (domain.PollResult.Rate).
+func (s *Server) noteRate(c *fiber.Ctx, r *domain.RateInfo) {
+	if r != nil {
+		s.state(c).rate = *r
 	}
 }
 
+// writeRate writes the RateLimit-* headers of the limit the call was counted
+// on, if it was (docs/reference.md §5): authenticate, once the handler is
+// done, and park and detachStream, before they take the headers along.
+func (s *Server) writeRate(c *fiber.Ctx) {
+	r := &s.state(c).rate
+	if r.Limit <= 0 {
+		return
+	}
+	reset := max(int64((time.Until(r.Reset)+time.Second-1)/time.Second), 0)
+	c.Set(rateLimitHeaders[0], strconv.FormatInt(r.Limit, 10))
+	c.Set(rateLimitHeaders[1], strconv.FormatInt(max(r.Remaining, 0), 10))
+	c.Set(rateLimitHeaders[2], strconv.FormatInt(reset, 10))
+}
+
+// rateLimitHeaders are the headers of a counted call (docs/reference.md §5).
+var rateLimitHeaders = [...]string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"}
+
+// authenticate authenticates the caller and checks the scope (authorize),
+// runs the handler, and then writes the rate limit the call was counted on:
+// the one place the RateLimit-* headers are written for an answer given now.
 func (s *Server) authenticate(need domain.Scopes, pollToken bool, limit RateLimiter) fiber.Handler {
 	scope := need.String()
 	return func(c *fiber.Ctx) error {
-		var p domain.Principal
-		var err error
-		authz, tok := c.Get(fiber.HeaderAuthorization), ""
-		if authz == "" && pollToken { // a key wins: no need to look for a token
-			tok = c.Get(headerPollTok)
-		}
-		switch {
-		case authz != "":
-			key, ok := bearer(authz)
-			if !ok {
-				return domain.Errorf(domain.Unauthenticated, "A valid API key is required: Authorization: Bearer <key>.")
-			}
-			p, err = s.auth.APIKeyFrom(c.UserContext(), key, s.clientAddr(c))
-		case tok != "":
-			p, err = s.auth.PollTokenPrincipal(tok, c.Params("id"))
-		default:
-			return domain.Errorf(domain.Unauthenticated, "A valid API key is required: Authorization: Bearer <key>.")
-		}
-		if err != nil {
-			return err
-		}
-		if !p.Scopes.Has(need) {
-			return domain.Errorf(domain.Forbidden, "This key lacks the %s scope.", scope)
-		}
-		s.state(c).principal = p
-		if limit != nil {
-			if err := s.countCall(c, limit, p, need, scope); err != nil {
-				return err
-			}
-			return c.Next()
-		}
-		err = c.Next()
-		if err != nil && s.limit != nil && len(c.Response().Header.Peek(rateLimitHeaders[0])) == 0 &&
-			domain.ErrorCode(err) != domain.BackendUnavailable {
-			// Refused before the store counted it (a bad body, query or id, or a
-			// refusal the script makes before its rate gate): counted here, on the
-			// same counters, so that it carries RateLimit-* as every authenticated
-			// answer does (docs/reference.md §5) and a storm of bad calls meets the limits too.
-			if cerr := s.countCall(c, s.limit, p, need, scope); cerr != nil && domain.ErrorCode(cerr) == domain.RateLimited {
-				return cerr
-			}
-		}
+		err := s.authorize(c, need, scope, pollToken, limit)
+		s.writeRate(c)
 		return err
 	}
+}
+
+// authorize is authenticate's work: it authenticates, checks the scope,
+// counts the call (limit, when the store does not count it) and runs the
+// handler.
+func (s *Server) authorize(c *fiber.Ctx, need domain.Scopes, scope string, pollToken bool, limit RateLimiter) error {
+	var p domain.Principal
+	var err error
+	authz, tok := c.Get(fiber.HeaderAuthorization), ""
+	if authz == "" && pollToken { // a key wins: no need to look for a token
+		tok = c.Get(headerPollTok)
+	}
+	switch {
+	case authz != "":
+		key, ok := bearer(authz)
+		if !ok {
+			return domain.Errorf(domain.Unauthenticated, "A valid API key is required: Authorization: Bearer <key>.")
+		}
+		p, err = s.auth.APIKeyFrom(c.UserContext(), key, s.clientAddr(c))
+	case tok != "":
+		p, err = s.auth.PollTokenPrincipal(tok, c.Params("id"))
+	default:
+		return domain.Errorf(domain.Unauthenticated, "A valid API key is required: Authorization: Bearer <key>.")
+	}
+	if err != nil {
+		return err
+	}
+	if !p.Scopes.Has(need) {
+		return domain.Errorf(domain.Forbidden, "This key lacks the %s scope.", scope)
+	}
+	s.state(c).principal = p
+	if limit != nil {
+		if err := s.countCall(c, limit, p, need, scope); err != nil {
+			return err
+		}
+		return c.Next()
+	}
+	err = c.Next()
+	if err != nil && s.limit != nil && s.state(c).rate.Limit <= 0 &&
+		domain.ErrorCode(err) != domain.BackendUnavailable {
+		// Refused before the store counted it (a bad body, query or id, or a
+		// refusal the script makes before its rate gate): counted here, on the
+		// same counters, so that it carries RateLimit-* as every authenticated
+		// answer does (docs/reference.md §5) and a storm of bad calls meets the limits too.
+		if cerr := s.countCall(c, s.limit, p, need, scope); cerr != nil && domain.ErrorCode(cerr) == domain.RateLimited {
+			return cerr
+		}
+	}
+	return err
 }
 
 // countCall counts a call with the middleware's limiter and writes its
@@ -253,7 +282,7 @@ func (s *Server) countCall(c *fiber.Ctx, limit RateLimiter, p domain.Principal, 
 		}
 	}
 	if d.Limit > 0 {
-		setRateHeaders(c, &domain.RateInfo{Limit: d.Limit, Remaining: d.Remaining, Reset: d.Reset})
+		s.state(c).rate = domain.RateInfo{Limit: d.Limit, Remaining: d.Remaining, Reset: d.Reset}
 	}
 	if !d.Allowed {
 		wait := int(max((d.RetryAfter+time.Second-1)/time.Second, 1))
@@ -271,91 +300,4 @@ func bearer(h string) (string, bool) {
 	}
 	v = strings.TrimSpace(v)
 	return v, v != ""
-}
-
-// jsonBody returns the body of a POST, refusing a non-JSON media type and
-// any content coding.
-func (s *Server) jsonBody(c *fiber.Ctx) ([]byte, error) {
-	if err := contentCoded(c); err != nil {
-		return nil, err
-	}
-	body, err := s.requestBody(c)
-	if err != nil {
-		return nil, err
-	}
-	ct := c.Get(fiber.HeaderContentType)
-	if len(body) == 0 && ct == "" {
-		return nil, nil
-	}
-	if ct == fiber.MIMEApplicationJSON { // the usual case: what ParseMediaType (and its params map) would accept
-		return body, nil
-	}
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil || !(mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))) {
-		return nil, domain.Errorf(domain.UnsupportedMediaType, "Send the body as application/json.")
-	}
-	return body, nil
-}
-
-// idempotencyKey reads Idempotency-Key: 1..255 printable ASCII, bare or as a quoted
-// structured-field string ("abc" and abc are the same key).
-func idempotencyKey(c *fiber.Ctx) (domain.IdempotencyKey, error) {
-	raw := c.Get(headerIdemKey)
-	if raw == "" && !headerGiven(c, "idempotency-key") {
-		return "", nil
-	}
-	key, ok := parseIdempotencyKey(raw)
-	if !ok {
-		return "", &domain.Error{Code: domain.ValidationFailed, Message: "The Idempotency-Key header is not valid.",
-			Fields: []domain.FieldError{{Field: "Idempotency-Key", Message: "must be 1 to 255 printable ASCII characters, bare or as a quoted string"}}}
-	}
-	return domain.IdempotencyKey(key), nil
-}
-
-func parseIdempotencyKey(raw string) (string, bool) {
-	v := raw
-	if v == "" {
-		// Given but empty: not the same as no key, which would silently
-		// lose the caller its idempotency.
-		return "", false
-	}
-	if v[0] == '"' {
-		// A leading quote means a structured-field string; it must be well formed.
-		if len(v) < 2 || v[len(v)-1] != '"' {
-			return "", false
-		}
-		var b strings.Builder
-		in := v[1 : len(v)-1]
-		for i := 0; i < len(in); i++ {
-			ch := in[i]
-			switch {
-			case ch == '\\':
-				if i+1 >= len(in) || (in[i+1] != '"' && in[i+1] != '\\') {
-					return "", false
-				}
-				i++
-				b.WriteByte(in[i])
-			case ch == '"':
-				return "", false
-			default:
-				b.WriteByte(ch)
-			}
-		}
-		v = b.String()
-	}
-	if v == "" || len(v) > 255 {
-		return "", false
-	}
-	for i := 0; i < len(v); i++ {
-		if v[i] < 0x20 || v[i] > 0x7e {
-			return "", false
-		}
-	}
-	return strings.Clone(v), true
-}
-
-// retryAfter sets a whole-second Retry-After.
-func retryAfter(c *fiber.Ctx, sec int) {
-	var b [20]byte
-	setCanonical(c, canonRetryAfter, strconv.AppendInt(b[:0], int64(sec), 10))
 }

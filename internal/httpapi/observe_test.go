@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
 
+	"github.com/asyncstatus/asyncstatus/internal/app"
 	"github.com/asyncstatus/asyncstatus/internal/auth"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/httpapi"
@@ -74,8 +75,8 @@ func observedEnv(t *testing.T, lim httpapi.RateLimiter) (*env, *metrics.Metrics,
 	buf := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(buf, nil))
 	e.st = st
-	e.srv = httpapi.New(st, auth.New(st, []byte("0123456789abcdef0123456789abcdef"), time.Second, e.clock.Now), lim,
-		httpapi.Options{BodyLimitBytes: 64 << 10, Metrics: m, AccessLog: httpapi.NewAccessLog(buf, nil)}, log)
+	e.srv = e.compose(st, time.Second, lim, app.Options{Log: log,
+		HTTP: httpapi.Options{BodyLimitBytes: 64 << 10, Metrics: m, AccessLog: httpapi.NewAccessLog(buf, nil)}})
 	return e, m, buf
 }
 

@@ -23,7 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/asyncstatus/asyncstatus/internal/auth"
+	"github.com/asyncstatus/asyncstatus/internal/app"
 	"github.com/asyncstatus/asyncstatus/internal/httpapi"
 	"github.com/asyncstatus/asyncstatus/internal/metrics"
 	"github.com/asyncstatus/asyncstatus/internal/store"
@@ -524,9 +524,9 @@ func TestOpenAPIContract(t *testing.T) {
 	}
 
 	// rate limited: every authenticated route
-	rl := &env{t: t, st: e.st, m: e.m, rdb: e.rdb, clock: e.clock, keys: e.keys,
-		srv: httpapi.New(e.st, auth.New(e.st, []byte("0123456789abcdef0123456789abcdef"), time.Second, e.clock.Now), &fakeLimiter{left: 0},
-			httpapi.Options{BodyLimitBytes: 64 << 10, Webhooks: contractWebhooks(t, e.st), Waits: contractHub(t, e.st)}, nil)}
+	rl := &env{t: t, st: e.st, m: e.m, rdb: e.rdb, clock: e.clock, keys: e.keys}
+	rl.srv = rl.compose(e.st, time.Second, &fakeLimiter{left: 0}, app.Options{Waits: &store.HubOptions{},
+		HTTP: httpapi.Options{BodyLimitBytes: 64 << 10, Webhooks: contractWebhooks(t, e.st)}})
 	for _, x := range authedExchanges(live, liveTok, listed, rw, admin) {
 		x.name += " rate limited"
 		x.want, x.code = 429, "RATE_LIMITED"
@@ -561,9 +561,10 @@ func downEnv(t *testing.T, e *env) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: e.t, st: st, m: e.m, rdb: rdb, clock: e.clock, keys: e.keys,
-		srv: httpapi.New(st, auth.New(st, []byte("0123456789abcdef0123456789abcdef"), time.Second, e.clock.Now), nil,
-			httpapi.Options{BodyLimitBytes: 64 << 10, Webhooks: contractWebhooks(t, st), Waits: contractHub(t, st)}, nil)}
+	down := &env{t: e.t, st: st, m: e.m, rdb: rdb, clock: e.clock, keys: e.keys}
+	down.srv = down.compose(st, time.Second, nil, app.Options{Waits: &store.HubOptions{},
+		HTTP: httpapi.Options{BodyLimitBytes: 64 << 10, Webhooks: contractWebhooks(t, st)}})
+	return down
 }
 
 // pollVersion is the version of the request at path p, read with an

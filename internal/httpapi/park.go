@@ -67,6 +67,7 @@ func (s *Server) park(c *fiber.Ctx, wa domain.Watch, sl *slot, r *domain.Request
 	if s.observing() {
 		pw.obs = s.routeOf(c)
 	}
+	s.writeRate(c) // the answer is written later, with the headers set now
 	rc.Response.Header.CopyTo(&pw.header)
 	st.parked = true // observe records the answer when it is written
 	s.opts.Metrics.LongPollHeld(1)

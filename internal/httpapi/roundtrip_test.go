@@ -5,8 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asyncstatus/asyncstatus/internal/auth"
-	"github.com/asyncstatus/asyncstatus/internal/httpapi"
+	"github.com/asyncstatus/asyncstatus/internal/app"
 	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
 	"github.com/asyncstatus/asyncstatus/internal/store"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
@@ -115,8 +114,7 @@ func envWithRates(t *testing.T, rates *ratelimit.Rates) (*env, *fakeLimiter) {
 	}
 	lim := &fakeLimiter{left: 100}
 	e.st = st
-	e.srv = httpapi.New(st, auth.New(st, []byte("0123456789abcdef0123456789abcdef"), time.Minute, e.clock.Now), lim,
-		httpapi.Options{}, nil)
+	e.srv = e.compose(st, time.Minute, lim, app.Options{})
 	return e, lim
 }
 

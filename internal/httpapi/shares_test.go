@@ -4,13 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/asyncstatus/asyncstatus/internal/auth"
+	"github.com/asyncstatus/asyncstatus/internal/app"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/httpapi"
 	"github.com/asyncstatus/asyncstatus/internal/store"
@@ -25,7 +24,7 @@ type waitServer struct {
 	keys map[string]string
 }
 
-func newWaitServer(t testing.TB, mod func(*httpapi.Options)) *waitServer {
+func newWaitServer(t testing.TB, mod func(*app.Options)) *waitServer {
 	t.Helper()
 	be := testenv.Backends()[0]
 	st, err := store.New(be.Client(t), store.Options{Prefix: testenv.Isolate(t), OpTimeout: 2 * time.Second, Retention: time.Hour,
@@ -33,24 +32,7 @@ func newWaitServer(t testing.TB, mod func(*httpapi.Options)) *waitServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hub := st.NewHub(store.HubOptions{})
-	o := httpapi.Options{Waits: hub, Wait: httpapi.WaitOptions{Max: 30 * time.Second, MaxWaiters: 100,
-		Heartbeat: 100 * time.Millisecond, StreamMax: time.Minute, ReadTimeout: 2 * time.Second},
-		ReadTimeout: time.Second, WriteTimeout: time.Second, IdleTimeout: 5 * time.Second}
-	if mod != nil {
-		mod(&o)
-	}
-	srv := httpapi.New(st, auth.New(st, pollSecretForTests, time.Minute, nil), nil, o, nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.App().Listener(ln) }()
-	t.Cleanup(func() {
-		srv.StopWaits()
-		_ = srv.App().ShutdownWithTimeout(5 * time.Second)
-		hub.Close()
-	})
+	srv, url := serveWaits(t, st, time.Minute, mod)
 	all := domain.ScopeRead | domain.ScopeWrite | domain.ScopeAdmin
 	keys, err := testenv.SaveKeys(context.Background(), st, time.Now(),
 		testenv.TestKey{Name: "acme", Tenant: "acme", Scopes: all},
@@ -59,7 +41,7 @@ func newWaitServer(t testing.TB, mod func(*httpapi.Options)) *waitServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &waitServer{srv: srv, url: "http://" + ln.Addr().String(), keys: keys}
+	return &waitServer{srv: srv, url: url, keys: keys}
 }
 
 func (w *waitServer) create(t testing.TB, key string) (id, token string) {
@@ -117,8 +99,8 @@ func answeredAtOnce(t testing.TB, what string, ch <-chan int) {
 // and a stream ends after the current state, while another credential of
 // the tenant (within the tenant's share) and another tenant still wait.
 func TestWaitShares(t *testing.T) {
-	w := newWaitServer(t, func(o *httpapi.Options) {
-		o.Wait.MaxWaiters, o.Wait.MaxWaitersPerTenant, o.Wait.MaxWaitersPerCredential = 20, 4, 3
+	w := newWaitServer(t, func(o *app.Options) {
+		o.HTTP.Wait.MaxWaiters, o.HTTP.Wait.MaxWaitersPerTenant, o.HTTP.Wait.MaxWaitersPerCredential = 20, 4, 3
 	})
 	auth := func(k string) []string { return []string{"Authorization", "Bearer " + w.keys[k]} }
 	var ids []string

@@ -120,6 +120,7 @@ func (s *Server) detachStream(c *fiber.Ctx, sw *sseWriter, run func()) bool {
 	sw.conn = rc.Conn()
 	boundSendBuffer(sw.conn) // stream_socket.go
 	var h fasthttp.ResponseHeader
+	s.writeRate(c) // the stream is written later, with the headers set now
 	rc.Response.Header.CopyTo(&h)
 	h.SetStatusCode(fiber.StatusOK)
 	h.SetContentLength(-1) // chunked

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asyncstatus/asyncstatus/internal/app"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
-	"github.com/asyncstatus/asyncstatus/internal/httpapi"
 )
 
 // serverSendQueues reads /proc/net/tcp and returns the bytes each socket
@@ -74,10 +74,10 @@ func stalledStream(t testing.TB, addr, path, key string) net.Conn {
 // drain to a client that stays connected. Read from the kernel's socket
 // table; bounded in time (about 10 s).
 func TestStalledStreamsPinLittleKernelMemory(t *testing.T) {
-	w := newWaitServer(t, func(o *httpapi.Options) {
-		o.WriteTimeout = time.Second
-		o.Limits = domain.Limits{ContextBytes: 128 << 10, ResultBytes: 16 << 10}
-		o.BodyLimitBytes = 1 << 20
+	w := newWaitServer(t, func(o *app.Options) {
+		o.HTTP.WriteTimeout = time.Second
+		o.HTTP.Limits = domain.Limits{ContextBytes: 128 << 10, ResultBytes: 16 << 10}
+		o.HTTP.BodyLimitBytes = 1 << 20
 	})
 	ctxBody, _ := json.Marshal(map[string]any{"type": "export", "context": map[string]string{"blob": strings.Repeat("x", 100<<10)}})
 	r := do(t, "POST", w.url+"/v1/requests", string(ctxBody), 5*time.Second, "Authorization", "Bearer "+w.keys["acme"])

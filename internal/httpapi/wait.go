@@ -100,29 +100,11 @@ func (s *Server) appliedWait(n int) int {
 	return min(max(n, 1), int(s.opts.Wait.Max/time.Second))
 }
 
-// pollParams are the parameters of the caller's poll; paced polls are
-// ordinary ones, a wait's reads are not paced (it is never POLLED_TOO_EARLY).
-func (s *Server) pollParams(c *fiber.Ctx, paced bool) domain.PollParams {
-	p := principal(c)
-	pp := domain.PollParams{Tenant: p.Tenant, ID: c.Params("id")}
-	if paced {
-		pp.Caller = p.KeyID
-		if p.KeyID == "" { // a poll token: one caller per request
-			pp.Caller = domain.PollTokenCaller
-		}
-	}
-	// counted by the store when it counts reads (then the middleware does not)
-	pp.Credential = rateCredential(p)
-	return pp
-}
-
 // firstRead is a wait's first read, made once the watch is live: it counts
 // against the read rate limits (once for the whole wait), unpaced.
 func (s *Server) firstRead(c *fiber.Ctx) (*domain.Request, error) {
 	res, err := s.reqs.Poll(c.UserContext(), s.pollParams(c, false))
-	if res.Rate != nil {
-		setRateHeaders(c, res.Rate)
-	}
+	s.noteRate(c, res.Rate)
 	if res.Request != nil {
 		// The store names the request with the id it was given, c.Params'
 		// view of Fiber's path buffer; a parked wait or a stream answers
@@ -186,9 +168,7 @@ func (s *Server) answerWait(c *fiber.Ctx, r *domain.Request, applied int, match 
 		retryAfter(c, 0) // the caller may wait again at once
 	}
 	if match != "" && etagMatches(match, r.Version) {
-		c.Set(fiber.HeaderETag, etag(r.Version))
-		c.Set(fiber.HeaderCacheControl, "no-store")
-		return c.SendStatus(fiber.StatusNotModified)
+		return notModified(c, r.Version)
 	}
 	return s.writeView(c, v, r)
 }

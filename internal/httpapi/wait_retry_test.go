@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asyncstatus/asyncstatus/internal/app"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/httpapi"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
@@ -20,7 +21,7 @@ import (
 // just touched.
 func TestLongPollRereadsAfterAFailedRead(t *testing.T) {
 	be := testenv.Backends()[1] // the real redis-server
-	p := newReplicaPair(t, be, func(o *httpapi.Options) { o.Waits = lossyWaits{o.Waits} }, nil)
+	p := newReplicaPair(t, be, func(o *app.Options) { o.WaitsVia = func(w httpapi.Waits) httpapi.Waits { return lossyWaits{w} } }, nil)
 	id, _ := p.create(t)
 	later(t, 300*time.Millisecond, func() { p.transition(t, id, "processing", "") })
 	start := time.Now()

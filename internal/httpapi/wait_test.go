@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/asyncstatus/asyncstatus/internal/app"
 	"github.com/asyncstatus/asyncstatus/internal/auth"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/httpapi"
@@ -41,7 +42,7 @@ type replicaPair struct {
 
 var pollSecretForTests = []byte("0123456789abcdef0123456789abcdef")
 
-func newReplicaPair(t testing.TB, be testenv.Backend, mod func(*httpapi.Options), smod func(*store.Options)) *replicaPair {
+func newReplicaPair(t testing.TB, be testenv.Backend, mod func(*app.Options), smod func(*store.Options)) *replicaPair {
 	t.Helper()
 	rdb := be.Client(t)
 	prefix := testenv.Isolate(t)
@@ -60,25 +61,7 @@ func newReplicaPair(t testing.TB, be testenv.Backend, mod func(*httpapi.Options)
 		if i == 0 {
 			first = st
 		}
-		hub := st.NewHub(store.HubOptions{})
-		o := httpapi.Options{Waits: hub, Wait: httpapi.WaitOptions{Max: 30 * time.Second, MaxWaiters: 100,
-			Heartbeat: 100 * time.Millisecond, StreamMax: time.Minute, ReadTimeout: 2 * time.Second},
-			ReadTimeout: time.Second, WriteTimeout: time.Second, IdleTimeout: 5 * time.Second}
-		if mod != nil {
-			mod(&o)
-		}
-		srv := httpapi.New(st, auth.New(st, pollSecretForTests, time.Second, nil), nil, o, nil)
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() { _ = srv.App().Listener(ln) }()
-		t.Cleanup(func() {
-			srv.StopWaits()
-			_ = srv.App().ShutdownWithTimeout(5 * time.Second)
-			hub.Close()
-		})
-		url := "http://" + ln.Addr().String()
+		srv, url := serveWaits(t, st, time.Second, mod)
 		if i == 0 {
 			p.a, p.urlA = srv, url
 		} else {
@@ -99,6 +82,32 @@ func newReplicaPair(t testing.TB, be testenv.Backend, mod func(*httpapi.Options)
 		*k.dst = plain
 	}
 	return p
+}
+
+// serveWaits serves the service over st on loopback TCP as serve composes it
+// (internal/app), with a notification hub, waits of up to 30s and an
+// authenticator whose key cache lasts cacheTTL; mod, when set, changes the
+// options. It is closed when the test ends.
+func serveWaits(t testing.TB, st *store.Store, cacheTTL time.Duration, mod func(*app.Options)) (*httpapi.Server, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := app.Options{Store: st, Auth: auth.New(st, pollSecretForTests, cacheTTL, nil), Listener: ln, Waits: &store.HubOptions{},
+		HTTP: httpapi.Options{Wait: httpapi.WaitOptions{Max: 30 * time.Second, MaxWaiters: 100,
+			Heartbeat: 100 * time.Millisecond, StreamMax: time.Minute, ReadTimeout: 2 * time.Second},
+			ReadTimeout: time.Second, WriteTimeout: time.Second, IdleTimeout: 5 * time.Second}}
+	if mod != nil {
+		mod(&o)
+	}
+	a, err := app.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Start(context.Background())
+	t.Cleanup(func() { _ = a.Close() })
+	return a.API(), "http://" + ln.Addr().String()
 }
 
 // httpResp is one answer read whole.
@@ -295,7 +304,7 @@ func TestLongPoll(t *testing.T) {
 // TestLongPollCap: past wait.max_waiters a long poll is an ordinary paced
 // poll, without Preference-Applied, and never a 5xx.
 func TestLongPollCap(t *testing.T) {
-	p := newReplicaPair(t, testenv.Backends()[1], func(o *httpapi.Options) { o.Wait.MaxWaiters = 1 }, nil)
+	p := newReplicaPair(t, testenv.Backends()[1], func(o *app.Options) { o.HTTP.Wait.MaxWaiters = 1 }, nil)
 	auth := []string{"Authorization", "Bearer " + p.key}
 	id, _ := p.create(t)
 	url := p.urlA + "/v1/requests/" + id
@@ -520,7 +529,7 @@ func TestStream(t *testing.T) {
 // TestStreamKeepAliveAndMax: a comment every heartbeat, and the stream ends
 // after wait.stream_max.
 func TestStreamKeepAliveAndMax(t *testing.T) {
-	p := newReplicaPair(t, testenv.Backends()[1], func(o *httpapi.Options) { o.Wait.StreamMax = 700 * time.Millisecond }, nil)
+	p := newReplicaPair(t, testenv.Backends()[1], func(o *app.Options) { o.HTTP.Wait.StreamMax = 700 * time.Millisecond }, nil)
 	id, _ := p.create(t)
 	res := openStream(t, p.urlA+"/v1/requests/"+id+"/stream", "Authorization", "Bearer "+p.key)
 	b, err := io.ReadAll(res.Body)
@@ -563,7 +572,7 @@ func TestWaitsAcrossARedisRestart(t *testing.T) {
 
 // TestCORS: docs/reference.md §13, on every answer to an allowed origin.
 func TestCORS(t *testing.T) {
-	p := newReplicaPair(t, testenv.Backends()[0], func(o *httpapi.Options) { o.CORSOrigins = []string{"https://app.example"} }, nil)
+	p := newReplicaPair(t, testenv.Backends()[0], func(o *app.Options) { o.HTTP.CORSOrigins = []string{"https://app.example"} }, nil)
 	pre := func(origin string) httpResp {
 		return do(t, "OPTIONS", p.urlA+"/v1/requests", "", 5*time.Second, "Origin", origin,
 			"Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "authorization, content-type, prefer")
@@ -618,8 +627,8 @@ func TestCORS(t *testing.T) {
 // error log of a refused stream).
 func TestStreamQueryTokenNeverLogged(t *testing.T) {
 	var logs testenv.Buffer
-	p := newReplicaPair(t, testenv.Backends()[0], func(o *httpapi.Options) {
-		o.AccessLog = httpapi.NewAccessLog(&logs, nil)
+	p := newReplicaPair(t, testenv.Backends()[0], func(o *app.Options) {
+		o.HTTP.AccessLog = httpapi.NewAccessLog(&logs, nil)
 	}, nil)
 	id, tok := p.create(t)
 	p.transition(t, id, "cancel", "")
@@ -688,8 +697,8 @@ func TestParkedLongPollIsObserved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newReplicaPair(t, testenv.Backends()[1], func(o *httpapi.Options) {
-		o.Metrics, o.AccessLog = m, httpapi.NewAccessLog(log, nil)
+	p := newReplicaPair(t, testenv.Backends()[1], func(o *app.Options) {
+		o.HTTP.Metrics, o.HTTP.AccessLog = m, httpapi.NewAccessLog(log, nil)
 	}, nil)
 	id, _ := p.create(t)
 	start := time.Now()

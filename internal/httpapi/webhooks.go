@@ -24,7 +24,6 @@ func (s *Server) registerWebhook(c *fiber.Ctx) error {
 	}
 	call := s.webhookCall(c)
 	w, err := s.opts.Webhooks.RegisterWebhook(c.UserContext(), call, in)
-	setCountedRate(c, call.Rate)
 	if err != nil {
 		return err
 	}
@@ -36,7 +35,6 @@ func (s *Server) registerWebhook(c *fiber.Ctx) error {
 func (s *Server) listWebhooks(c *fiber.Ctx) error {
 	call := s.webhookCall(c)
 	ws, err := s.opts.Webhooks.ListWebhooks(c.UserContext(), call)
-	setCountedRate(c, call.Rate)
 	if err != nil {
 		return err
 	}
@@ -49,7 +47,6 @@ func (s *Server) listWebhooks(c *fiber.Ctx) error {
 func (s *Server) getWebhook(c *fiber.Ctx) error {
 	call := s.webhookCall(c)
 	w, err := s.opts.Webhooks.Webhook(c.UserContext(), call, utils.CopyString(c.Params("id")))
-	setCountedRate(c, call.Rate)
 	if err != nil {
 		return err
 	}
@@ -59,7 +56,6 @@ func (s *Server) getWebhook(c *fiber.Ctx) error {
 func (s *Server) deleteWebhook(c *fiber.Ctx) error {
 	call := s.webhookCall(c)
 	err := s.opts.Webhooks.DeleteWebhook(c.UserContext(), call, utils.CopyString(c.Params("id")))
-	setCountedRate(c, call.Rate)
 	if err != nil {
 		return err
 	}
@@ -69,7 +65,6 @@ func (s *Server) deleteWebhook(c *fiber.Ctx) error {
 func (s *Server) webhookDeliveries(c *fiber.Ctx) error {
 	call := s.webhookCall(c)
 	ds, err := s.opts.Webhooks.WebhookDeliveries(c.UserContext(), call, utils.CopyString(c.Params("id")))
-	setCountedRate(c, call.Rate)
 	if err != nil {
 		return err
 	}

@@ -14,10 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asyncstatus/asyncstatus/internal/app"
 	"github.com/asyncstatus/asyncstatus/internal/auth"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/httpapi"
 	"github.com/asyncstatus/asyncstatus/internal/store"
+	"github.com/asyncstatus/asyncstatus/internal/sweep"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 
@@ -62,12 +64,21 @@ func startService(t testing.TB, b testenv.Backend) *service {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a := auth.New(st, []byte("0123456789abcdef0123456789abcdef"), 10*time.Millisecond, nil)
-	hub := st.NewHub(store.HubOptions{Log: log})
-	srv := httpapi.New(st, a, nil, httpapi.Options{Schedule: []int{1},
-		Limits:      domain.Limits{ContextBytes: 4096, ResultBytes: 16384},
-		ReadTimeout: 10 * time.Second, WriteTimeout: time.Minute, IdleTimeout: time.Minute,
-		Waits: hub, Wait: httpapi.WaitOptions{Max: 25 * time.Second, MaxWaiters: 1000, ReadTimeout: 5 * time.Second}}, log)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.New(app.Options{Store: st, Auth: auth.New(st, []byte("0123456789abcdef0123456789abcdef"), 10*time.Millisecond, nil),
+		HTTP: httpapi.Options{Schedule: []int{1},
+			Limits:      domain.Limits{ContextBytes: 4096, ResultBytes: 16384},
+			ReadTimeout: 10 * time.Second, WriteTimeout: time.Minute, IdleTimeout: time.Minute,
+			Wait: httpapi.WaitOptions{Max: 25 * time.Second, MaxWaiters: 1000, ReadTimeout: 5 * time.Second}},
+		Log: log, Listener: ln, Waits: &store.HubOptions{Log: log},
+		Sweep: &sweep.Options{Interval: 200 * time.Millisecond, Log: log}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
 	svc := &service{}
 	if svc.Keys, err = testenv.SaveKeys(context.Background(), st, time.Now(),
 		testenv.TestKey{Name: "rw", Tenant: "acme", Scopes: domain.ScopeRead | domain.ScopeWrite},
@@ -76,25 +87,8 @@ func startService(t testing.TB, b testenv.Backend) *service {
 	); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	sweeper := st.NewSweeper(store.SweeperOptions{Interval: 200 * time.Millisecond, Log: log})
-	swept := make(chan struct{})
-	go func() { defer close(swept); sweeper.Run(ctx) }()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() { defer close(served); _ = srv.App().Listener(ln) }()
+	a.Start(context.Background())
 	svc.URL = "http://" + ln.Addr().String()
-	t.Cleanup(func() {
-		srv.StopWaits()
-		_ = srv.App().ShutdownWithTimeout(5 * time.Second)
-		hub.Close()
-		<-served
-		cancel()
-		<-swept
-	})
 	return svc
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/store"
+	"github.com/asyncstatus/asyncstatus/internal/sweep"
 )
 
 // TestCounts: exact counts by status under type, one label term and time
@@ -91,7 +92,7 @@ func TestCounts(t *testing.T) {
 		f.clock.Add(2 * time.Hour)
 		terminalGone := func(m made) bool { return m.st.Terminal() }
 		check(terminalGone)
-		mustTick(t, f.sweeper(store.SweeperOptions{}))
+		mustTick(t, f.sweeper(sweep.Options{}))
 		check(terminalGone)
 
 		if err := f.s.SetFrozen(ctx, "acme", true); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/store"
+	"github.com/asyncstatus/asyncstatus/internal/sweep"
 )
 
 func (f *fixture) mustCreateLabelled(tb testing.TB, tenant, typ string, labels domain.Labels) *domain.Request {
@@ -195,7 +196,7 @@ func TestLabelIndexesFollowTheRecord(t *testing.T) {
 		if p, err := f.s.List(ctx, "acme", domain.ListFilter{LabelSelector: "env=prod"}); err != nil || len(p.Items) != 0 {
 			t.Fatalf("listing by label shows a record past retention: %+v %v", p, err)
 		}
-		if st := mustTick(t, f.sweeper(store.SweeperOptions{})); st.Cleaned != 1 {
+		if st := mustTick(t, f.sweeper(sweep.Options{})); st.Cleaned != 1 {
 			t.Fatalf("sweep %+v", st)
 		}
 		if n := f.labelEntries(t, "acme", terms...); n != 0 {

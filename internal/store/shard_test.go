@@ -14,6 +14,7 @@ import (
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/store"
+	"github.com/asyncstatus/asyncstatus/internal/sweep"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 
@@ -270,7 +271,7 @@ func TestShardUpgrade(t *testing.T) {
 		wantCode(t, err, domain.NotFound)
 		// swept: the old queued ones expire, the old terminal ones leave their index
 		nf.clock.Add(2 * time.Hour)
-		st := mustTick(t, nf.sweeper(store.SweeperOptions{}))
+		st := mustTick(t, nf.sweeper(sweep.Options{}))
 		// still queued: legacy 5, 6, 8, 9 and 11 (0 is processing, 1, 4, 7 and
 		// 10 succeeded, 2 deleted, 3 cancelled) and the 12 fresh ones
 		if st.Expired != 17 || st.Failed != 1 {
@@ -282,7 +283,7 @@ func TestShardUpgrade(t *testing.T) {
 			}
 		}
 		nf.clock.Add(2 * time.Hour) // every terminal one is past its retention
-		st = mustTick(t, nf.sweeper(store.SweeperOptions{}))
+		st = mustTick(t, nf.sweeper(sweep.Options{}))
 		if p, err := nf.s.List(ctx, "acme", domain.ListFilter{}); err != nil || len(p.Items) != 0 {
 			t.Fatalf("after retention: %d listed, %v", len(p.Items), err)
 		}
@@ -459,7 +460,7 @@ func TestRaisingShards(t *testing.T) {
 			t.Fatal(err)
 		}
 		nf.clock.Add(2 * time.Hour)
-		if st := mustTick(t, nf.sweeper(store.SweeperOptions{})); st.Expired != int64(len(ids)-1) {
+		if st := mustTick(t, nf.sweeper(sweep.Options{})); st.Expired != int64(len(ids)-1) {
 			t.Fatalf("sweep: %+v, want %d expired", st, len(ids)-1)
 		}
 	})

@@ -18,19 +18,20 @@ import (
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/store"
+	"github.com/asyncstatus/asyncstatus/internal/sweep"
 )
 
 // quiet is a logger for sweepers under test.
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)) }
 
-func (f *fixture) sweeper(o store.SweeperOptions) *store.Sweeper {
+func (f *fixture) sweeper(o sweep.Options) *sweep.Sweeper {
 	if o.Log == nil {
 		o.Log = quiet()
 	}
-	return f.s.NewSweeper(o)
+	return sweep.New(f.s, o)
 }
 
-func mustTick(tb testing.TB, w *store.Sweeper) store.SweepStats {
+func mustTick(tb testing.TB, w *sweep.Sweeper) sweep.Stats {
 	tb.Helper()
 	if err := w.Tick(ctx); err != nil {
 		tb.Fatalf("tick: %v", err)
@@ -92,7 +93,7 @@ func TestSweeperTimesOut(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		w := f.sweeper(store.SweeperOptions{})
+		w := f.sweeper(sweep.Options{})
 		if st := mustTick(t, w); st.Expired+st.Failed != 0 || st.Runs != 1 || st.LastLag != 0 {
 			t.Fatalf("nothing is due yet: %+v", st)
 		}
@@ -188,7 +189,7 @@ func TestSweeperRetentionRemovesEveryKey(t *testing.T) {
 			wantCode(t, err, domain.NotFound)
 		}
 
-		w := f.sweeper(store.SweeperOptions{})
+		w := f.sweeper(sweep.Options{})
 		if st := mustTick(t, w); st.Cleaned != int64(len(gone)) {
 			t.Fatalf("cleaned %d, want %d", st.Cleaned, len(gone))
 		}
@@ -242,7 +243,7 @@ func TestTwoSweepersAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ws := []*store.Sweeper{f.sweeper(store.SweeperOptions{Batch: 7}), other.NewSweeper(store.SweeperOptions{Batch: 7, Log: quiet()})}
+		ws := []*sweep.Sweeper{f.sweeper(sweep.Options{Batch: 7}), sweep.New(other, sweep.Options{Batch: 7, Log: quiet()})}
 		for round := 0; round < 10; round++ {
 			var wg sync.WaitGroup
 			errs := make([]error, len(ws))
@@ -294,7 +295,7 @@ func TestSweeperBatchAndStaleEntries(t *testing.T) {
 		f.rdb.RPush(ctx, f.prefix+":{acme}:rb:1", "garbage", "s"+ghost)
 		f.rdb.ZAdd(ctx, f.prefix+":{acme}:rbi", redis.Z{Score: 1, Member: "1"})
 		f.clock.Add(2 * time.Minute)
-		w := f.sweeper(store.SweeperOptions{Batch: 3})
+		w := f.sweeper(sweep.Options{Batch: 3})
 		st := mustTick(t, w)
 		if st.Expired != 2 { // the ghost is the longest due entry and takes a place in the batch
 			t.Fatalf("first tick: %+v", st)
@@ -320,7 +321,7 @@ func TestSweeperRedisDown(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	var mu sync.Mutex
-	w := s.NewSweeper(store.SweeperOptions{Interval: 100 * time.Millisecond, Log: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))})
+	w := sweep.New(s, sweep.Options{Interval: 100 * time.Millisecond, Log: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))})
 	err = w.Tick(ctx)
 	if domain.ErrorCode(err) != domain.BackendUnavailable {
 		t.Fatalf("tick with Redis down: %v", err)
@@ -370,7 +371,7 @@ func TestSweeperKeepsUpWithRealTime(t *testing.T) {
 		})
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
-		w := f.sweeper(store.SweeperOptions{Interval: interval})
+		w := f.sweeper(sweep.Options{Interval: interval})
 		go func() { w.Run(rctx); close(done) }()
 		defer func() { cancel(); <-done }()
 		var ids []string
@@ -410,7 +411,7 @@ func TestSweeperManyTenants(t *testing.T) {
 			f.mustCreate(t, fmt.Sprintf("tenant-%03d-with-a-long-name-for-long-keys", i), "x")
 		}
 		f.clock.Add(2 * time.Minute)
-		if st := mustTick(t, f.sweeper(store.SweeperOptions{})); st.Expired != n {
+		if st := mustTick(t, f.sweeper(sweep.Options{})); st.Expired != n {
 			t.Fatalf("expired %d of %d tenants' requests", st.Expired, n)
 		}
 	})
@@ -428,7 +429,7 @@ func TestQueuedTimeoutFollowsConfig(t *testing.T) {
 		typed := f.mustCreate(t, "acme", "quick")
 		long := f.mustCreate(t, "acme", "y")
 		f.clock.Add(2 * time.Minute)
-		if st := mustTick(t, f.sweeper(store.SweeperOptions{})); st.Expired != 0 {
+		if st := mustTick(t, f.sweeper(sweep.Options{})); st.Expired != 0 {
 			t.Fatalf("nothing is due under a 1h timeout: %+v", st)
 		}
 		// a replica restarted with a shorter timeout, and one type's override
@@ -438,7 +439,7 @@ func TestQueuedTimeoutFollowsConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := later.NewSweeper(store.SweeperOptions{Log: quiet()})
+		w := sweep.New(later, sweep.Options{Log: quiet()})
 		if st := mustTick(t, w); st.Expired != 2 || st.LastLag < 59*time.Second {
 			t.Fatalf("the new timeouts: %+v", st)
 		}
@@ -478,7 +479,7 @@ func TestSweeperDropsOldQueuedDeadlines(t *testing.T) {
 		f.rdb.ZAdd(ctx, f.key("acme", spared.ID, ":dl"),
 			redis.Z{Score: float64(spared.CreatedAt.Add(time.Minute).UnixMilli()), Member: spared.ID})
 		f.clock.Add(2 * time.Minute)
-		w := f.sweeper(store.SweeperOptions{})
+		w := f.sweeper(sweep.Options{})
 		if st := mustTick(t, w); st.Expired != 1 {
 			t.Fatalf("one is due under the current timeouts: %+v", st)
 		}

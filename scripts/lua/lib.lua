@@ -193,3 +193,109 @@ local function label_move(lix, labels, from, to, id, ca)
     if to then rcall('ZADD', lix .. to .. ':' .. term, ca, id) end
   end
 end
+
+--- @include "rcall"
+-- index_refill reads the next chunk of an index iterator (list.lua,
+-- list_labels.lua: it.key read newest first between the scores maxs and
+-- mins, from it.off) into it.buf, it.i; chunks start at it.size entries and
+-- double on every refill, up to 1000 (one index usually holds most of a
+-- page; the others then cost a few entries each); it.eof once it is read.
+local function index_refill(it, maxs, mins)
+  local r = rcall('ZREVRANGEBYSCORE', it.key, maxs, mins, 'LIMIT', it.off, it.size)
+  it.off = it.off + #r
+  if #r < it.size then it.eof = true end
+  it.buf, it.i = r, 1
+  it.size = math.min(it.size * 2, 1000)
+end
+
+-- heap_up restores a binary max-heap of tables by their field h after
+-- heap[i] was added or grew: list.lua and list_labels.lua merge their index
+-- iterators by head id in one (a page costs one first read per opened index
+-- plus O(log k) per id, not k comparisons per id).
+local function heap_up(heap, i)
+  while i > 1 do
+    local p = math.floor(i / 2)
+    if heap[p].h >= heap[i].h then return end
+    heap[p], heap[i] = heap[i], heap[p]
+    i = p
+  end
+end
+
+--- @include "heap_up"
+-- heap_push adds the index iterator it to heap by its head id (head(it)
+-- loads it), unless its index has no id left.
+local function heap_push(heap, it, head)
+  local h = head(it)
+  if h then
+    it.h = h
+    heap[#heap + 1] = it
+    heap_up(heap, #heap)
+  end
+end
+
+-- heap_down restores a heap_up heap after heap[i] shrank.
+local function heap_down(heap, i)
+  local n = #heap
+  while true do
+    local l, r, m = 2 * i, 2 * i + 1, i
+    if l <= n and heap[l].h > heap[m].h then m = l end
+    if r <= n and heap[r].h > heap[m].h then m = r end
+    if m == i then return end
+    heap[m], heap[i] = heap[i], heap[m]
+    i = m
+  end
+end
+
+--- @include "heap_down"
+-- heap_pop drops heap[1] and restores the heap.
+local function heap_pop(heap)
+  heap[1] = heap[#heap]
+  heap[#heap] = nil
+  if #heap > 0 then heap_down(heap, 1) end
+end
+
+--- @include "heap_down"
+--- @include "heap_pop"
+-- merge_page takes one page of ids, newest first, from heap, a heap_up heap
+-- of index iterators by head id (it.h; it.n: the 1-based shard the index is
+-- of; it.i: the place of the head in its buffer): at most want ids below the
+-- cursor cid ('' on the first page), skipping those at or above it (listed
+-- already: same millisecond as the cursor, larger id). head(it) loads an
+-- iterator's next id (nil when none is left); fill, called before each id,
+-- may open more iterators. Returns the listing reply {'0' .. rl, more,
+-- last_id, id1, shard1, ...} (list.lua's header says what each means).
+local function merge_page(heap, head, fill, want, cid, rl)
+  local function advance(it)
+    it.i = it.i + 1
+    local h = head(it)
+    if h then
+      it.h = h
+      heap_down(heap, 1)
+    else
+      heap_pop(heap)
+    end
+  end
+  local out = {'0' .. rl, 0, ''}
+  local found = 0
+  while true do
+    fill()
+    local it = heap[1]
+    if not it then break end
+    local id = it.h
+    if cid ~= '' and id >= cid then
+      advance(it)
+    else
+      if found == want then
+        out[2] = 1
+        break
+      end
+      local n = it.n
+      advance(it)
+      found = found + 1
+      out[#out + 1] = id
+      out[#out + 1] = n
+      out[3] = id
+    end
+  end
+  return out
+end

@@ -65,9 +65,14 @@
 --- @include "rcall"
 --- @include "rate_gate"
 --- @include "fmt_ms"
+--- @include "index_refill"
+--- @include "heap_up"
+--- @include "heap_push"
+--- @include "heap_down"
+--- @include "heap_pop"
+--- @include "merge_page"
 local maxs, mins = ARGV[3], ARGV[4]
 local cid = ARGV[5]
-local has_cursor = cid ~= ''
 local want = tonumber(ARGV[6])
 local lazy = ARGV[7] == '1' and ARGV[2] == ''
 
@@ -93,8 +98,7 @@ local function tenant_types(meta)
 end
 
 -- One iterator per opened index, reading it newest first in chunks that start
--- at first entries and double on every refill (one index usually holds most of
--- a page; the others then cost a few entries each).
+-- at first entries (index_refill).
 local function iterator(key, first, n)
   return {key = key, buf = {}, i = 1, off = 0, size = first, eof = false, n = n}
 end
@@ -104,53 +108,15 @@ local function head(it)
     local id = it.buf[it.i]
     if id then return id end
     if it.eof then return nil end
-    local r = rcall('ZREVRANGEBYSCORE', it.key, maxs, mins, 'LIMIT', it.off, it.size)
-    it.off = it.off + #r
-    if #r < it.size then it.eof = true end
-    it.buf, it.i = r, 1
-    it.size = math.min(it.size * 2, 1000)
+    index_refill(it, maxs, mins)
   end
 end
 
--- Binary max-heaps of tables by their field h: the iterators with a head, by
--- head id (a page costs one first read per opened index plus O(log k) per
--- id, not k comparisons per id), and the lazy plan's summary streams, by the
--- bound of their next member.
-local function up(heap, i)
-  while i > 1 do
-    local p = math.floor(i / 2)
-    if heap[p].h >= heap[i].h then return end
-    heap[p], heap[i] = heap[i], heap[p]
-    i = p
-  end
-end
-local function down(heap, i)
-  local n = #heap
-  while true do
-    local l, r, m = 2 * i, 2 * i + 1, i
-    if l <= n and heap[l].h > heap[m].h then m = l end
-    if r <= n and heap[r].h > heap[m].h then m = r end
-    if m == i then return end
-    heap[m], heap[i] = heap[i], heap[m]
-    i = m
-  end
-end
--- pop_top drops heap[1] and restores the heap.
-local function pop_top(heap)
-  heap[1] = heap[#heap]
-  heap[#heap] = nil
-  if #heap > 0 then down(heap, 1) end
-end
-
+-- The iterators with a head are in heap, by head id (merge_page), and the
+-- lazy plan's summary streams in streams, by the bound of their next member:
+-- both binary max-heaps of lib.lua's heap_up.
 local heap = {}
-local function push(it)
-  local h = head(it)
-  if h then
-    it.h = h
-    heap[#heap + 1] = it
-    up(heap, #heap)
-  end
-end
+local function push(it) heap_push(heap, it, head) end
 
 -- id_ms is the UUIDv7 millisecond of an id (its first 12 hex digits): the
 -- score of its index entries.
@@ -195,7 +161,7 @@ local heals = {}
 local function open_pending(sm)
   local t, bound = sm.t, sm.h
   sm.i = sm.i + 2
-  if peek(sm) then down(streams, 1) else pop_top(streams) end
+  if peek(sm) then heap_down(streams, 1) else heap_pop(streams) end
   local it = iterator(sm.prefix .. sm.st .. ':' .. t, lazy_first, sm.n)
   push(it)
   if maxs == '+inf' then
@@ -241,7 +207,7 @@ if lazy then
       end
       if peek(sm) then
         streams[#streams + 1] = sm
-        up(streams, #streams)
+        heap_up(streams, #streams)
       end
     end
   end
@@ -277,41 +243,7 @@ else
   for _, d in ipairs(drivers) do push(iterator(d[1], first, d[2])) end
 end
 
--- advance moves the top iterator past its head and restores the heap.
-local function advance(it)
-  it.i = it.i + 1
-  local h = head(it)
-  if h then
-    it.h = h
-    down(heap, 1)
-  else
-    pop_top(heap)
-  end
-end
-
-local out = {'0' .. rl, 0, ''}
-local found = 0
-while true do
-  fill()
-  local it = heap[1]
-  if not it then break end
-  local id = it.h
-  if has_cursor and id >= cid then
-    -- listed already (same millisecond as the cursor, larger id)
-    advance(it)
-  else
-    if found == want then
-      out[2] = 1
-      break
-    end
-    local n = it.n
-    advance(it)
-    found = found + 1
-    out[#out + 1] = id
-    out[#out + 1] = n
-    out[3] = id
-  end
-end
+local out = merge_page(heap, head, fill, want, cid, rl)
 for _, h in ipairs(heals) do
   if h[3] then rcall('ZADD', h[1], 'XX', h[3], h[2]) else rcall('ZREM', h[1], h[2]) end
 end

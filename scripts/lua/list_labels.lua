@@ -32,9 +32,11 @@
 -- frozen | {"9" .. rate part} rate limited
 --- @include "rcall"
 --- @include "rate_gate"
+--- @include "index_refill"
+--- @include "heap_push"
+--- @include "merge_page"
 local maxs, mins = ARGV[3], ARGV[4]
 local cid = ARGV[5]
-local has_cursor = cid ~= ''
 local want = tonumber(ARGV[6])
 
 local shards = {}
@@ -65,36 +67,12 @@ local function head(it)
       it.i = it.i + 1
     else
       if it.eof then return nil end
-      local r = rcall('ZREVRANGEBYSCORE', it.key, maxs, mins, 'LIMIT', it.off, it.size)
-      it.off = it.off + #r
-      if #r < it.size then it.eof = true end
-      it.buf, it.i = r, 1
-      it.size = math.min(it.size * 2, 1000)
+      index_refill(it, maxs, mins)
     end
   end
 end
 
 local heap = {}
-local function up(i)
-  while i > 1 do
-    local p = math.floor(i / 2)
-    if heap[p].h >= heap[i].h then return end
-    heap[p], heap[i] = heap[i], heap[p]
-    i = p
-  end
-end
-local function down(i)
-  local n = #heap
-  while true do
-    local l, r, m = 2 * i, 2 * i + 1, i
-    if l <= n and heap[l].h > heap[m].h then m = l end
-    if r <= n and heap[r].h > heap[m].h then m = r end
-    if m == i then return end
-    heap[m], heap[i] = heap[i], heap[m]
-    i = m
-  end
-end
-
 local its = {}
 for _, sh in ipairs(shards) do
   for i = 1, #ARGV[1] do
@@ -122,46 +100,7 @@ local first = want + 1
 if #its > 1 then first = math.floor(first / #its) + 2 end
 for _, it in ipairs(its) do
   it.size = first
-  local h = head(it)
-  if h then
-    it.h = h
-    heap[#heap + 1] = it
-    up(#heap)
-  end
+  heap_push(heap, it, head)
 end
 
-local function advance(it)
-  it.i = it.i + 1
-  local h = head(it)
-  if h then
-    it.h = h
-    down(1)
-  else
-    heap[1] = heap[#heap]
-    heap[#heap] = nil
-    if #heap > 0 then down(1) end
-  end
-end
-
-local out = {'0' .. rl, 0, ''}
-local found = 0
-while true do
-  local it = heap[1]
-  if not it then break end
-  local id = it.h
-  if has_cursor and id >= cid then
-    advance(it)
-  else
-    if found == want then
-      out[2] = 1
-      break
-    end
-    local n = it.n
-    advance(it)
-    found = found + 1
-    out[#out + 1] = id
-    out[#out + 1] = n
-    out[3] = id
-  end
-end
-return out
+return merge_page(heap, head, function() end, want, cid, rl)
