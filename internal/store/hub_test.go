@@ -223,7 +223,8 @@ func TestHubNoMissedWakeup(t *testing.T) {
 			wg.Add(2)
 			sem <- struct{}{}
 			start := make(chan struct{})
-			transitioned := make(chan bool, 1) // whether the transition was acknowledged
+			// whether the transition was acknowledged
+			transitioned := make(chan bool, 1)
 			go func() { // the transition, through the other replica
 				defer wg.Done()
 				<-start
