@@ -65,7 +65,12 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	b, err := openObservedBackend(cfg, m)
+	tr, stopTracing, err := startTracing(cfg, build, log, m)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	b, err := openObservedBackend(cfg, m, tr.store)
 	if err != nil {
 		return err
 	}
@@ -99,9 +104,10 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	opts := httpOptions(cfg)
 	opts.Metrics, opts.AccessLog, opts.Build = m, newAccessLog(cfg, logw), build
 	opts.MetricsElsewhere = cfg.Metrics.Addr != ""
+	opts.Tracing = tr.http
 	// Webhooks (docs/reference.md §10): the dispatcher runs in every replica, stops with the
 	// serve context, and is waited for before the store closes.
-	hooks, stopHooks, err := startWebhooks(ctx, cfg, b.store, sealer, log, m)
+	hooks, stopHooks, err := startWebhooks(ctx, cfg, b.store, sealer, log, m, tr.webhook)
 	if err != nil {
 		return fmt.Errorf("webhooks: %w", err)
 	}

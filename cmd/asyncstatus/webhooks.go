@@ -56,7 +56,7 @@ func webhookSealer(cfg config.Config) (*webhook.Sealer, error) {
 // one) and returns the registration service for the HTTP routes and a function
 // that stops the dispatcher and waits for the attempts in flight. With webhooks
 // off it returns a nil service.
-func startWebhooks(ctx context.Context, cfg config.Config, st *store.Store, sealer *webhook.Sealer, log *slog.Logger, m *metrics.Metrics) (httpapi.Webhooks, func(), error) {
+func startWebhooks(ctx context.Context, cfg config.Config, st *store.Store, sealer *webhook.Sealer, log *slog.Logger, m *metrics.Metrics, tr webhook.Tracer) (httpapi.Webhooks, func(), error) {
 	if !cfg.Webhooks.Enabled || sealer == nil {
 		return nil, func() {}, nil
 	}
@@ -67,7 +67,7 @@ func startWebhooks(ctx context.Context, cfg config.Config, st *store.Store, seal
 	}
 	guard := &webhook.Guard{AllowHTTP: w.AllowHTTP, AllowPrivate: w.AllowPrivate}
 	d, err := webhook.NewDispatcher(st, webhook.DispatcherOptions{Timeout: w.Timeout, RetrySchedule: w.RetrySchedule,
-		Guard: guard, Sealer: sealer, Log: log})
+		Guard: guard, Sealer: sealer, Log: log, Tracer: tr})
 	if err != nil {
 		return nil, nil, err
 	}
