@@ -23,7 +23,7 @@ func (t *Tracer) Middleware() fiber.Handler {
 		method := methodName(c.Method())
 		ctx, sp := t.tr.Start(ctx, method, trace.WithSpanKind(trace.SpanKindServer),
 			trace.WithAttributes(attribute.String("http.request.method", method),
-				attribute.String("url.scheme", c.Protocol())))
+				attribute.String("url.scheme", scheme(c))))
 		if !sp.IsRecording() {
 			// Not sampled: the context still carries the span context, so
 			// a create keeps it and a webhook delivery follows the caller's
@@ -59,13 +59,18 @@ func (t *Tracer) Middleware() fiber.Handler {
 // methodName is the method as semantic conventions want it: a known one, or
 // _OTHER (an unbounded set of names would be an unbounded set of span names).
 func methodName(m string) string {
-	switch m {
-	case fiber.MethodGet, fiber.MethodPost, fiber.MethodPut, fiber.MethodDelete, fiber.MethodPatch,
-		fiber.MethodHead, fiber.MethodOptions, fiber.MethodConnect, fiber.MethodTrace:
-		return m
+	// The constants, not m: Fiber's method string points into a buffer that
+	// fasthttp reuses for the next call (docs/pitfalls.md).
+	for _, k := range knownMethods {
+		if m == k {
+			return k
+		}
 	}
 	return "_OTHER"
 }
+
+var knownMethods = [...]string{fiber.MethodGet, fiber.MethodPost, fiber.MethodPut, fiber.MethodDelete, fiber.MethodPatch,
+	fiber.MethodHead, fiber.MethodOptions, fiber.MethodConnect, fiber.MethodTrace}
 
 // fasthttpCarrier reads the propagation headers of a Fiber call. Only
 // traceparent and tracestate are ever asked for.
@@ -78,3 +83,11 @@ func (f fasthttpCarrier) Get(k string) string {
 }
 func (f fasthttpCarrier) Set(string, string) {}
 func (f fasthttpCarrier) Keys() []string     { return []string{"traceparent", "tracestate"} }
+
+// scheme is the call's URL scheme, a constant (see methodName).
+func scheme(c *fiber.Ctx) string {
+	if c.Context().IsTLS() {
+		return "https"
+	}
+	return "http"
+}
