@@ -6,7 +6,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Middleware makes the server span of every API call (HTTP semantic
@@ -20,10 +19,16 @@ func (t *Tracer) Middleware() fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		h := fasthttpCarrier{c}
 		ctx := t.prop.Extract(c.UserContext(), h)
-		method := methodName(c.Method())
-		ctx, sp := t.tr.Start(ctx, method, trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(attribute.String("http.request.method", method),
-				attribute.String("url.scheme", scheme(c))))
+		mi := methodIndex(c.Method())
+		method := "_OTHER"
+		if mi < len(knownMethods) {
+			method = knownMethods[mi]
+		}
+		si := 0
+		if c.Context().IsTLS() {
+			si = 1
+		}
+		ctx, sp := t.tr.Start(ctx, method, t.server[mi][si]...)
 		if !sp.IsRecording() {
 			// Not sampled: the context still carries the span context, so
 			// a create keeps it and a webhook delivery follows the caller's
@@ -56,17 +61,18 @@ func (t *Tracer) Middleware() fiber.Handler {
 	}
 }
 
-// methodName is the method as semantic conventions want it: a known one, or
-// _OTHER (an unbounded set of names would be an unbounded set of span names).
-func methodName(m string) string {
-	// The constants, not m: Fiber's method string points into a buffer that
-	// fasthttp reuses for the next call (docs/pitfalls.md).
-	for _, k := range knownMethods {
+// methodIndex is the method's place in knownMethods, len(knownMethods) for
+// any other: semantic conventions call those _OTHER, as an unbounded set of
+// names would be an unbounded set of span names. The constants are what the
+// span keeps, never the method string, which points into a buffer fasthttp
+// reuses for the next call (docs/pitfalls.md).
+func methodIndex(m string) int {
+	for i, k := range knownMethods {
 		if m == k {
-			return k
+			return i
 		}
 	}
-	return "_OTHER"
+	return len(knownMethods)
 }
 
 var knownMethods = [...]string{fiber.MethodGet, fiber.MethodPost, fiber.MethodPut, fiber.MethodDelete, fiber.MethodPatch,
@@ -83,11 +89,3 @@ func (f fasthttpCarrier) Get(k string) string {
 }
 func (f fasthttpCarrier) Set(string, string) {}
 func (f fasthttpCarrier) Keys() []string     { return []string{"traceparent", "tracestate"} }
-
-// scheme is the call's URL scheme, a constant (see methodName).
-func scheme(c *fiber.Ctx) string {
-	if c.Context().IsTLS() {
-		return "https"
-	}
-	return "http"
-}

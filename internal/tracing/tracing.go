@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -57,6 +58,17 @@ type Tracer struct {
 	tr   trace.Tracer
 	q    *queue
 	prop propagation.TraceContext
+	// scripts holds each script's span name and start options (a
+	// scriptSpan), made once: they are the same on every call.
+	scripts sync.Map
+	// server holds the server span's start options by method and scheme.
+	server [len(knownMethods) + 1][2][]trace.SpanStartOption
+}
+
+// scriptSpan is what every span of one script starts with.
+type scriptSpan struct {
+	name string
+	opts []trace.SpanStartOption
 }
 
 // New starts a Tracer exporting to o.Endpoint. It does not contact the
@@ -111,7 +123,18 @@ func New(o Options) (*Tracer, error) {
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(o.SampleRatio))),
 		sdktrace.WithSpanProcessor(q),
 	)
-	return &Tracer{tp: tp, tr: tp.Tracer("github.com/asyncstatus/asyncstatus"), q: q}, nil
+	t := &Tracer{tp: tp, tr: tp.Tracer("github.com/asyncstatus/asyncstatus"), q: q}
+	for i := range t.server {
+		m := "_OTHER"
+		if i < len(knownMethods) {
+			m = knownMethods[i]
+		}
+		for j, scheme := range [2]string{"http", "https"} {
+			t.server[i][j] = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer),
+				trace.WithAttributes(attribute.String("http.request.method", m), attribute.String("url.scheme", scheme))}
+		}
+	}
+	return t, nil
 }
 
 // Shutdown sends the spans still queued (bounded by ctx) and stops.
@@ -142,10 +165,17 @@ func (t *Tracer) StartScript(ctx context.Context, name string) (context.Context,
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx, noEnd
 	}
-	ctx, sp := t.tr.Start(ctx, "EVALSHA "+name, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String("db.system.name", "redis"),
-			attribute.String("db.operation.name", "EVALSHA"),
-			attribute.String("db.stored_procedure.name", name)))
+	var ss *scriptSpan
+	if v, ok := t.scripts.Load(name); ok {
+		ss = v.(*scriptSpan)
+	} else {
+		ss = &scriptSpan{name: "EVALSHA " + name, opts: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(attribute.String("db.system.name", "redis"),
+				attribute.String("db.operation.name", "EVALSHA"),
+				attribute.String("db.stored_procedure.name", name))}}
+		t.scripts.Store(name, ss)
+	}
+	ctx, sp := t.tr.Start(ctx, ss.name, ss.opts...)
 	return ctx, func(err error) {
 		if err != nil {
 			sp.SetStatus(codes.Error, "redis call failed")
