@@ -139,6 +139,9 @@ func TestTracingOneExport(t *testing.T) {
 				}
 				defer res.Body.Close()
 				raw, _ := io.ReadAll(res.Body)
+				if strings.Contains(string(raw), createTrace) || strings.Contains(string(raw), "traceparent") {
+					t.Errorf("%s %s: the answer shows the kept trace context: %s", method, url, raw) // §17: not in the representation
+				}
 				m := map[string]any{}
 				_ = jsonUnmarshal(raw, &m)
 				return res.StatusCode, m
