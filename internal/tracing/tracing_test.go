@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -96,8 +98,9 @@ func TestQueueDropsWhenTheCollectorHangs(t *testing.T) {
 	}))
 	defer col.Close()
 	defer close(hang)
+	var logged testenv.Buffer
 	tr, err := New(Options{Endpoint: col.URL, SampleRatio: 1, QueueSize: 8, BatchSize: 4, BatchInterval: 10 * time.Millisecond,
-		ExportTimeout: 100 * time.Millisecond, Log: quiet()})
+		ExportTimeout: 100 * time.Millisecond, Log: slog.New(slog.NewTextHandler(&logged, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,6 +115,10 @@ func TestQueueDropsWhenTheCollectorHangs(t *testing.T) {
 	}
 	if s := tr.Stats(); s.Exported != 0 {
 		t.Errorf("exported %d to a collector that never answered", s.Exported)
+	}
+	// One warning a minute, however many spans were dropped.
+	if n := strings.Count(logged.String(), "tracing: spans dropped"); n != 1 {
+		t.Errorf("%d warnings, want 1:\n%s", n, logged.String())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
