@@ -322,6 +322,13 @@ func TestTracingOneExport(t *testing.T) {
 				t.Error("the sweeper's transition has no script span")
 			}
 
+			// The probes serve polled at start make no span.
+			for _, s := range spans {
+				if r, _ := s.Attr("http.route"); r == "/healthz" || r == "/readyz" || r == "/metrics" {
+					t.Errorf("a span of %s", r)
+				}
+			}
+
 			// Nothing secret anywhere.
 			secrets := []string{key, token, secretCtx, secretResult, "query-SECRET", "note=", id + "/", "Bearer"}
 			if i := strings.LastIndexByte(key, '_'); i > 0 {

@@ -14,9 +14,16 @@ import (
 // store's script spans and the create's kept context find it. It is
 // registered first (httpapi.Options.Tracing), so the span covers the whole
 // answer. The span carries the route template, never the path as sent nor
-// the query string; no header is recorded, so no key or token either.
+// the query string; no header is recorded, so no key or token either. The
+// probes and the scrape (/healthz, /livez, /readyz, /metrics) make no span.
 func (t *Tracer) Middleware() fiber.Handler {
 	return func(c *fiber.Ctx) error {
+		switch c.Path() {
+		case "/healthz", "/livez", "/readyz", "/metrics":
+			// Probes and scrapes, every few seconds from every replica's
+			// orchestrator: traces of nothing, and their cost.
+			return c.Next()
+		}
 		h := fasthttpCarrier{c}
 		ctx := t.prop.Extract(c.UserContext(), h)
 		mi := methodIndex(c.Method())
