@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -15,6 +16,8 @@ import (
 
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
+	"github.com/asyncstatus/asyncstatus/internal/buildinfo"
+	"github.com/asyncstatus/asyncstatus/internal/config"
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 	"github.com/asyncstatus/asyncstatus/internal/tracing/otlptest"
 )
@@ -434,3 +437,54 @@ func newLocalServer(t *testing.T, h http.Handler) string {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// TestTracingOff: with no endpoint nothing of tracing runs: no tracer is
+// handed to any part, a call's traceparent goes nowhere, webhook deliveries
+// carry none, and /metrics has no tracing series.
+func TestTracingOff(t *testing.T) {
+	tr, stop, err := startTracing(config.Defaults(), buildinfo.Info{}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if err != nil || tr.store != nil || tr.webhook != nil || tr.http != nil {
+		t.Fatalf("tracing off made %+v, %v", tr, err)
+	}
+	stop()
+	hooks := &hookReceiver{seen: map[string]string{}, got: make(chan string, 16)}
+	hookSrv := newLocalServer(t, hooks)
+	base, out, _ := serving(t, map[string]string{"ASYNCSTATUS_WEBHOOKS_ALLOW_HTTP": "true", "ASYNCSTATUS_WEBHOOKS_ALLOW_PRIVATE": "true",
+		"ASYNCSTATUS_WEBHOOKS_SECRET_KEY": strings.Repeat("w", 32)})
+	m := keyLine.FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no demo key printed:\n%s", out.String())
+	}
+	key := m[1]
+	if code, r, _ := do(t, "POST", base+"/v1/webhooks", key, `{"url":"`+hookSrv+`/hook","events":["request.created"]}`); code != 201 {
+		t.Fatalf("register: %d %v", code, r)
+	}
+	req, _ := http.NewRequest("POST", base+"/v1/requests", strings.NewReader(`{"type":"x.y"}`))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil || res.StatusCode != 202 {
+		t.Fatalf("create: %v %v", err, res)
+	}
+	res.Body.Close()
+	select {
+	case id := <-hooks.got:
+		hooks.mu.Lock()
+		defer hooks.mu.Unlock()
+		if tp := hooks.seen[id]; tp != "" {
+			t.Errorf("a delivery with tracing off sent traceparent %q", tp)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the webhook was not delivered")
+	}
+	res, err = http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if strings.Contains(string(body), "asyncstatus_tracing_") {
+		t.Errorf("tracing series with tracing off:\n%s", grepLines(string(body), "tracing"))
+	}
+}
