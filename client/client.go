@@ -275,6 +275,7 @@ func (c *Client) send(ctx context.Context, cl *call, body []byte, accept string)
 	}
 	req.Header.Set("User-Agent", c.ua)
 	req.Header.Set("Accept", accept)
+	setTraceContext(ctx, req.Header)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

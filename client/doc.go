@@ -32,7 +32,15 @@
 // retried: a retry after a lost answer would report NOT_FOUND for a delete
 // that worked.
 //
-// This package uses the standard library only and imports nothing from the
-// service's internal packages; it speaks only HTTP. Clients in other languages
+// # Tracing
+//
+// Every call sends the W3C traceparent and tracestate of the OpenTelemetry
+// span in its context, if any (docs/reference.md §17), so that the service's
+// spans, and a create's webhook deliveries, join the caller's trace;
+// ContextWithTraceParent gives them as text instead.
+//
+// This package uses the standard library and the OpenTelemetry trace API
+// (go.opentelemetry.io/otel/trace, to read the caller's span; no SDK) only,
+// and imports nothing from the service's internal packages; it speaks only HTTP. Clients in other languages
 // can be generated from the service's /openapi.json.
 package client

@@ -64,7 +64,12 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	b, err := openObservedBackend(cfg, m)
+	tr, stopTracing, err := startTracing(cfg, build, log, m)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	b, err := openObservedBackend(cfg, m, tr.store)
 	if err != nil {
 		return err
 	}
@@ -98,6 +103,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	opts := httpOptions(cfg)
 	opts.Metrics, opts.AccessLog, opts.Build = m, newAccessLog(cfg, logw), build
 	opts.MetricsElsewhere = cfg.Metrics.Addr != ""
+	opts.Tracing = tr.http
 	audits, err := auditOptions(cfg, logw.Direct(), log)
 	if err != nil {
 		return fmt.Errorf("audit: %w", err)
@@ -107,7 +113,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		// The sweeper (timeouts, retention cleanup), the webhook dispatcher
 		// (docs/reference.md §10) and the audit drainer run in every replica.
 		Sweep:    &sweep.Options{Interval: cfg.Lifecycle.SweepInterval, Batch: cfg.Lifecycle.SweepBatch, Log: log},
-		Webhooks: webhookOptions(cfg, sealer, log), Audit: audits}
+		Webhooks: webhookOptions(cfg, sealer, log, tr.webhook), Audit: audits}
 	if cfg.Wait.MaxWaiters > 0 {
 		// Waiting without polling (docs/reference.md §12): one notification hub per replica.
 		ao.Waits = &store.HubOptions{Log: log, Observer: m}

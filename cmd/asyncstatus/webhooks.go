@@ -51,8 +51,8 @@ func webhookSealer(cfg config.Config) (*webhook.Sealer, error) {
 }
 
 // webhookOptions are the options of this replica's webhook dispatcher (every
-// replica runs one); nil with webhooks off.
-func webhookOptions(cfg config.Config, sealer *webhook.Sealer, log *slog.Logger) *webhook.DispatcherOptions {
+// replica runs one); nil with webhooks off. tr, when set, traces deliveries.
+func webhookOptions(cfg config.Config, sealer *webhook.Sealer, log *slog.Logger, tr webhook.Tracer) *webhook.DispatcherOptions {
 	if !cfg.Webhooks.Enabled || sealer == nil {
 		return nil
 	}
@@ -62,7 +62,7 @@ func webhookOptions(cfg config.Config, sealer *webhook.Sealer, log *slog.Logger)
 			"allow_http", w.AllowHTTP, "allow_private", w.AllowPrivate)
 	}
 	guard := &webhook.Guard{AllowHTTP: w.AllowHTTP, AllowPrivate: w.AllowPrivate}
-	return &webhook.DispatcherOptions{Timeout: w.Timeout, RetrySchedule: w.RetrySchedule, Guard: guard, Sealer: sealer, Log: log}
+	return &webhook.DispatcherOptions{Timeout: w.Timeout, RetrySchedule: w.RetrySchedule, Guard: guard, Sealer: sealer, Log: log, Tracer: tr}
 }
 
 // cmdWebhooks runs `asyncstatus webhooks reseal [--tenant T] [--dry-run]`: it

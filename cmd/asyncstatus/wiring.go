@@ -183,18 +183,19 @@ func storeOptions(cfg config.Config) store.Options {
 }
 
 func openBackend(cfg config.Config) (*backend, error) {
-	return openObservedBackend(cfg, nil)
+	return openObservedBackend(cfg, nil, nil)
 }
 
 // openObservedBackend is openBackend with the store reporting every script call
-// to obs (nil: to nobody).
-func openObservedBackend(cfg config.Config, obs store.ScriptObserver) (*backend, error) {
+// to obs (nil: to nobody), and tracing through tr (nil: off).
+func openObservedBackend(cfg config.Config, obs store.ScriptObserver, tr store.Tracer) (*backend, error) {
 	rdb, emb, err := openRedis(cfg)
 	if err != nil {
 		return nil, err
 	}
 	so := storeOptions(cfg)
 	so.ScriptObserver = obs
+	so.Tracer = tr
 	if emb != nil {
 		so.WaitReplicas = 0 // the embedded store has no replicas: WAIT would refuse every write
 	}

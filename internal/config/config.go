@@ -30,6 +30,7 @@ type Config struct {
 	Console     Console     `yaml:"console"`
 	Wait        Wait        `yaml:"wait"`
 	Metrics     Metrics     `yaml:"metrics"`
+	Tracing     Tracing     `yaml:"tracing"`
 }
 
 // Redis selects and tunes the store. None of URL, ClusterAddrs and
@@ -320,6 +321,21 @@ type Metrics struct {
 	// and http.addr no longer serves it: for production, where the API is
 	// public and the figures are not. default: "" (/metrics on http.addr).
 	Addr string `yaml:"addr"`
+}
+
+// Tracing is OpenTelemetry tracing (docs/reference.md §17). With no endpoint
+// it is off, and no span is made on any path.
+type Tracing struct {
+	// OTLPEndpoint is the OTLP/HTTP collector spans go to, as a URL
+	// ("http://collector:4318"; the path /v1/traces is added when the URL has
+	// none). default: "" (tracing off).
+	OTLPEndpoint string `yaml:"otlp_endpoint"`
+	// SampleRatio is the share of traces started here that are sampled, 0..1;
+	// parent-based: a call whose traceparent says sampled (or not) is followed.
+	// default: 1.0.
+	SampleRatio float64 `yaml:"sample_ratio"`
+	// ServiceName is the service.name of every span. default: "asyncstatus".
+	ServiceName string `yaml:"service_name"`
 }
 
 // APIAddr is the address serve's API listens on: http.addr, except that with

@@ -318,6 +318,10 @@ func TestValidateRejects(t *testing.T) {
 		key    string // every reported problem must start with key + ":"
 	}{
 		{"redis.url scheme", func(c *Config) { c.Redis.URL = "http://localhost:6379" }, "redis.url"},
+		{"tracing.otlp_endpoint not a URL", func(c *Config) { c.Tracing.OTLPEndpoint = "collector:4318" }, "tracing.otlp_endpoint"},
+		{"tracing.sample_ratio above 1", func(c *Config) { c.Tracing.SampleRatio = 1.5 }, "tracing.sample_ratio"},
+		{"tracing.sample_ratio negative", func(c *Config) { c.Tracing.SampleRatio = -0.1 }, "tracing.sample_ratio"},
+		{"tracing.service_name empty", func(c *Config) { c.Tracing.ServiceName = "" }, "tracing.service_name"},
 		{"redis.url no scheme", func(c *Config) { c.Redis.URL = "localhost:6379" }, "redis.url"},
 		{"redis.url no host", func(c *Config) { c.Redis.URL = "redis://" }, "redis.url"},
 		{"redis.url unparsable", func(c *Config) { c.Redis.URL = "redis://u:pw@host:port" }, "redis.url"},
@@ -785,5 +789,34 @@ func TestConsoleKeys(t *testing.T) {
 	got, err := Load("", func(k string) string { return map[string]string{"ASYNCSTATUS_CONSOLE_ADDR": "off"}[k] })
 	if err != nil || got.Console.Enabled() {
 		t.Fatalf("ASYNCSTATUS_CONSOLE_ADDR=off: %+v %v", got.Console, err)
+	}
+}
+
+// TestTracingFromEnv: the tracing keys are configuration keys (their
+// variables are known, so serve does not refuse them), off by default, and
+// the endpoint's password is masked when printed.
+func TestTracingFromEnv(t *testing.T) {
+	d := Defaults()
+	if d.Tracing.OTLPEndpoint != "" || d.Tracing.SampleRatio != 1 || d.Tracing.ServiceName != "asyncstatus" {
+		t.Fatalf("defaults %+v", d.Tracing)
+	}
+	vars := map[string]string{"ASYNCSTATUS_TRACING_OTLP_ENDPOINT": "https://u:pw-SECRET@collector:4318",
+		"ASYNCSTATUS_TRACING_SAMPLE_RATIO": "0.25", "ASYNCSTATUS_TRACING_SERVICE_NAME": "status"}
+	var environ []string
+	for k, v := range vars {
+		environ = append(environ, k+"="+v)
+	}
+	if p := UnknownEnv(environ); len(p) > 0 {
+		t.Fatalf("unknown: %v", p)
+	}
+	c, err := Load("", env(vars))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Tracing.OTLPEndpoint != "https://u:pw-SECRET@collector:4318" || c.Tracing.SampleRatio != 0.25 || c.Tracing.ServiceName != "status" {
+		t.Fatalf("loaded %+v", c.Tracing)
+	}
+	if m := c.Masked(); strings.Contains(m.Tracing.OTLPEndpoint, "pw-SECRET") {
+		t.Errorf("masked endpoint %q", m.Tracing.OTLPEndpoint)
 	}
 }

@@ -89,6 +89,10 @@ func Defaults() Config {
 			Heartbeat:               defaults.WaitHeartbeat,
 			StreamMax:               defaults.StreamMax,
 		},
+		Tracing: Tracing{
+			SampleRatio: 1.0,
+			ServiceName: "asyncstatus",
+		},
 	}
 }
 

@@ -29,6 +29,7 @@ func (c Config) Masked() Config {
 	c.Redis.URL = maskURL(c.Redis.URL)
 	c.Redis.Password = maskString(c.Redis.Password)
 	c.Auth.PollTokenSecret = maskString(c.Auth.PollTokenSecret)
+	c.Tracing.OTLPEndpoint = maskURL(c.Tracing.OTLPEndpoint)
 	c.Auth.KeyCheckSecret = maskString(c.Auth.KeyCheckSecret)
 	c.Webhooks.SecretKey = maskString(c.Webhooks.SecretKey)
 	if ks := c.Webhooks.PreviousSecretKeys; len(ks) > 0 {

@@ -77,6 +77,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	p.positive("console.session_ttl", c.Console.SessionTTL)
+	c.Tracing.validate(&p)
 	if c.Metrics.Addr != "" {
 		if _, _, err := net.SplitHostPort(c.Metrics.Addr); err != nil {
 			p.add("metrics.addr", "must be [host]:port, or \"\" (/metrics on http.addr), got %q", c.Metrics.Addr)
@@ -467,4 +468,19 @@ func validProxy(a string) bool {
 		return err == nil
 	}
 	return net.ParseIP(a) != nil
+}
+
+func (t *Tracing) validate(p *problems) {
+	if t.OTLPEndpoint != "" {
+		u, err := url.Parse(t.OTLPEndpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			p.add("tracing.otlp_endpoint", "must be an http:// or https:// URL, or \"\" (off), got %q", maskURL(t.OTLPEndpoint))
+		}
+	}
+	if t.SampleRatio < 0 || t.SampleRatio > 1 || t.SampleRatio != t.SampleRatio {
+		p.add("tracing.sample_ratio", "must be between 0 and 1, got %g", t.SampleRatio)
+	}
+	if t.ServiceName == "" {
+		p.add("tracing.service_name", "must not be empty")
+	}
 }

@@ -85,6 +85,9 @@ type Request struct {
 	Cancellation json.RawMessage `json:"cancellation,omitempty"`
 	// PollToken is set only on the create answer (and its idempotent replays).
 	PollToken string `json:"poll_token,omitempty"`
+	// TraceContext is the create's kept trace context (docs/reference.md §17),
+	// "" when it was not traced: never part of the representation.
+	TraceContext string `json:"-"`
 }
 
 // Event is one status change of a request.

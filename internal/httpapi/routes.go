@@ -5,6 +5,9 @@ import "github.com/asyncstatus/asyncstatus/internal/domain"
 // routes registers every route of the API in one place (docs/reference.md §4).
 func (s *Server) routes() {
 	a := s.app
+	if s.opts.Tracing != nil { // first, so that the span covers the whole answer
+		a.Use(s.opts.Tracing)
+	}
 	if s.cors.enabled() { // first, so that every answer carries its headers (cors.go)
 		a.Use(s.corsMiddleware)
 	}

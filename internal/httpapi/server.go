@@ -123,6 +123,10 @@ type Options struct {
 	// shows it (and stays 200: a failing sink does not stop the service, its
 	// entries wait in Redis). default: nil, /readyz says nothing of the audit.
 	AuditStatus func() (ok bool, detail string)
+	// Tracing, when set, runs first on every call: the server span of
+	// docs/reference.md §17 (internal/tracing's Middleware). default: nil, no
+	// tracing work.
+	Tracing fiber.Handler
 
 	// withoutLRO leaves out the routes of §15 (azure.go, google.go): the
 	// baseline of the router-cost benchmark (lro_bench_test.go), set through

@@ -13,10 +13,11 @@ import (
 	lua "github.com/asyncstatus/asyncstatus/scripts/lua"
 )
 
-// TestRecordLabels: labels are the record's last field, in their canonical
-// spelling; a record written before labels (one field less) still decodes, in
-// Go and in the scripts, as one without labels, and a script that rewrites it
-// writes the full layout.
+// TestRecordLabels: labels are the record's field before the kept trace
+// context, in their canonical spelling; a record written before labels (two
+// fields less) or before tracing (one less) still decodes, in Go and in the
+// scripts, as one without labels or trace context, and a script that rewrites
+// it writes the full layout.
 func TestRecordLabels(t *testing.T) {
 	id := uuid.Must(uuid.NewV7()).String()
 	rec := newRecord("x", "key_a", []byte(`{"a":1}`), "env=prod,team=b")
@@ -24,9 +25,14 @@ func TestRecordLabels(t *testing.T) {
 	if err != nil || r.Labels != "env=prod,team=b" || string(r.Context) != `{"a":1}` {
 		t.Fatalf("%+v %v", r, err)
 	}
-	old := strings.TrimSuffix(newRecord("x", "key_a", []byte(`{"a":1}`), ""), "\x1f")
+	pretrace := strings.TrimSuffix(rec, "\x1f")
+	r, err = decodeRecord(id, pretrace, false)
+	if err != nil || r.Labels != "env=prod,team=b" || r.TraceContext != "" {
+		t.Fatalf("record before tracing: %+v %v", r, err)
+	}
+	old := strings.TrimSuffix(newRecord("x", "key_a", []byte(`{"a":1}`), ""), "\x1f\x1f")
 	old = strings.Replace(old, "q\x1f", "c\x1f", 1) + `{"reason":"r"}` // cancelled, cancellation last
-	if strings.Count(old, "\x1f") != recordFields-2 {
+	if strings.Count(old, "\x1f") != recordFields-3 {
 		t.Fatalf("old record has %d separators", strings.Count(old, "\x1f"))
 	}
 	r, err = decodeRecord(id, old, false)
@@ -49,7 +55,8 @@ func TestRecordLabels(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			for _, c := range []struct{ in, cancel, labels, joined string }{
 				{rec, "", "env=prod,team=b", rec},
-				{old, `{"reason":"r"}`, "", old + "\x1f"},
+				{pretrace, "", "env=prod,team=b", rec},
+				{old, `{"reason":"r"}`, "", old + "\x1f\x1f"},
 			} {
 				got, err := b.Client(t).Eval(context.Background(), src, []string{"{t}k"}, c.in).Slice()
 				if err != nil {

@@ -45,6 +45,7 @@ const (
 	fFailure             // failure (JSON)
 	fCancellation        // cancellation (JSON)
 	fLabels              // labels in their canonical spelling (domain.Labels), "" for none; absent from records written before labels
+	fTrace               // the create's kept trace context (Tracer.KeepContext: a traceparent, at most MaxTraceBytes), "" untraced; absent from records written before tracing
 	recordFields
 )
 
@@ -53,8 +54,12 @@ var recordFieldNames = [recordFields]string{
 	fStatus: "STATUS", fVersion: "VERSION", fType: "TYPE", fExpires: "EXPIRES", fCreatedBy: "CREATED_BY",
 	fUpdated: "UPDATED", fCompleted: "COMPLETED", fEvents: "EVENTS", fResultType: "RESULT_TYPE",
 	fContext: "CONTEXT", fProgress: "PROGRESS", fResult: "RESULT", fFailure: "FAILURE", fCancellation: "CANCELLATION",
-	fLabels: "LABELS",
+	fLabels: "LABELS", fTrace: "TRACE",
 }
+
+// MaxTraceBytes bounds the kept trace context of a record (reference §17): a
+// longer one is not kept.
+const MaxTraceBytes = 312
 
 // recordConstants hands the layout to the scripts: F_<name>, each field's
 // position in the table rec_split returns (1-based), and RECORD_FIELDS, both
@@ -72,10 +77,12 @@ func recordConstants() []luaConst {
 
 // newRecord is the record of a request just created: queued, version 1, updated
 // at its created_at. No value may hold recordSep; validated JSON cannot (control
-// characters only appear escaped), nor can a valid type or key id.
+// characters only appear escaped), nor can a valid type or key id. Its last
+// field, the kept trace context, is empty: Create appends one when the call
+// is traced.
 func newRecord(typ, createdBy string, context json.RawMessage, labels domain.Labels) string {
 	var b strings.Builder
-	b.Grow(25 + len(typ) + len(createdBy) + len(context) + len(labels))
+	b.Grow(26 + len(typ) + len(createdBy) + len(context) + len(labels))
 	b.WriteString(statusCode[domain.StatusQueued])
 	b.WriteString("\x1f1\x1f")
 	b.WriteString(typ)
@@ -85,6 +92,7 @@ func newRecord(typ, createdBy string, context json.RawMessage, labels domain.Lab
 	b.Write(context)
 	b.WriteString("\x1f\x1f\x1f\x1f\x1f")
 	b.WriteString(string(labels))
+	b.WriteByte(recordSep)
 	return b.String()
 }
 
@@ -105,9 +113,10 @@ func decodeRecord(id, rec string, withEvents bool) (*domain.Request, error) {
 	last := recordFields - 1
 	for i := 0; i < last; i++ {
 		j := strings.IndexByte(rest, recordSep)
-		if j < 0 && i == fLabels-1 {
-			// A record written before labels: its last field is the
-			// cancellation, and it has no labels.
+		if j < 0 && (i == fLabels-1 || i == fTrace-1) {
+			// A record written before labels (its last field is the
+			// cancellation, and it has no labels) or before tracing (no
+			// kept trace context).
 			last = i
 			break
 		}
@@ -150,6 +159,7 @@ func decodeRecord(id, rec string, withEvents bool) (*domain.Request, error) {
 	r.Failure = raw(fFailure)
 	r.Cancellation = raw(fCancellation)
 	r.Labels = domain.Labels(f[fLabels])
+	r.TraceContext = f[fTrace]
 	if withEvents {
 		r.Events = decodeEvents(ca, r.CreatedBy, f[fEvents])
 	}

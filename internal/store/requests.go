@@ -56,6 +56,12 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 	}
 	shard := s.newShard(ctx, p.Tenant, digest)
 	tag := s.tag(p.Tenant, shard)
+	kept := ""
+	if t := s.opts.Tracer; t != nil {
+		if kept = t.KeepContext(ctx); len(kept) > MaxTraceBytes || strings.IndexByte(kept, recordSep) >= 0 {
+			kept = ""
+		}
+	}
 	for attempt := 0; attempt < 2; attempt++ {
 		u, err := uuid.NewV7()
 		if err != nil {
@@ -65,7 +71,7 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 		id := u.String()
 		// created_at is the id's own timestamp, so that id order is creation order.
 		created := uuidTime(u)
-		a := createArgs{on: on{tag: tag, id: id, now: ms(created)}, rec: newRecord(in.Type, p.CreatedBy, in.Context, in.Labels),
+		a := createArgs{on: on{tag: tag, id: id, now: ms(created)}, rec: newRecord(in.Type, p.CreatedBy, in.Context, in.Labels) + kept,
 			fp: fp, stale: stale, typ: in.Type, by: p.CreatedBy, labels: in.Labels}
 		if attempt == 0 { // counted once: a retry after a stale idempotency entry is the same call
 			a.rate = s.counters(tag, ratelimit.ScopeWrite, p.Credential)
@@ -354,6 +360,11 @@ func (s *Store) queuedTimeout(typ string) time.Duration {
 }
 
 func (s *Store) timeout(ctx context.Context, tag, tenant, id string, to, guard domain.Status, failure json.RawMessage) (done, gone bool, err error) {
+	if t := s.opts.Tracer; t != nil {
+		var end func(error)
+		ctx, end = t.StartTimeout(ctx, id, string(to))
+		defer func() { end(err) }()
+	}
 	p := domain.TransitionParams{Tenant: tenant, ID: id, By: SystemActor}
 	a := transitionArgs{op: "timeout", to: to, payload: string(failure), guard: guard}
 	if tag == "" {
@@ -447,7 +458,11 @@ func (s *Store) transitionAt(ctx context.Context, tag string, count bool, p doma
 		s.outboxHook.written(shardName(tag))
 		s.auditHook.written(shardName(tag))
 	}
-	return decodeRecord(p.ID, r.str, false)
+	req, err := decodeRecord(p.ID, r.str, false)
+	if t := s.opts.Tracer; t != nil && err == nil && req.TraceContext != "" {
+		t.LinkKept(ctx, req.TraceContext)
+	}
+	return req, err
 }
 
 // transitionCall is one call of transition.lua: an operation's

@@ -475,6 +475,13 @@ var errNothingToDo = errors.New("nothing to do")
 // cache) and decodes the outcome code. With Options.WaitReplicas > 0, the writes
 // callers are told about also wait for the replicas (durability.go).
 func (s *Store) run(ctx context.Context, sc *script, c scriptCall) (reply, error) {
+	ctx, end := s.traceScript(ctx, sc)
+	r, err := s.runCall(ctx, sc, c)
+	end(err)
+	return r, err
+}
+
+func (s *Store) runCall(ctx context.Context, sc *script, c scriptCall) (reply, error) {
 	keys, args := c.keys, c.args
 	if s.waitsForReplicas(sc) {
 		return s.runReplicated(ctx, sc, keys, args...)
@@ -550,6 +557,13 @@ func (s *Store) runEach(ctx context.Context, sc *script, calls []scriptCall) ([]
 		r, err := s.run(ctx, sc, calls[0])
 		return []reply{r}, err
 	}
+	ctx, end := s.traceScript(ctx, sc)
+	out, err := s.runPipelined(ctx, sc, calls)
+	end(err)
+	return out, err
+}
+
+func (s *Store) runPipelined(ctx context.Context, sc *script, calls []scriptCall) ([]reply, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
 	start := time.Now()

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -50,6 +51,10 @@ type Options struct {
 	// ScriptObserver, when set, is told the latency and error of every Lua script
 	// call (metrics). default: nil, nothing is observed.
 	ScriptObserver ScriptObserver
+	// Tracer, when set, makes the spans of script calls and timeouts, keeps a
+	// create's trace context in its record and links later transitions to it
+	// (docs/reference.md §17). default: nil, no tracing work at all.
+	Tracer Tracer
 	// WaitReplicas > 0 acknowledges a create, transition or delete only after
 	// `WAIT WaitReplicas WaitTimeout` confirms that many replicas have it; otherwise
 	// the call fails with BACKEND_UNAVAILABLE saying the outcome is unknown
@@ -94,6 +99,34 @@ type Options struct {
 // be safe for concurrent use and quick: it runs on every request's path.
 type ScriptObserver interface {
 	ObserveScript(name string, d time.Duration, err error)
+}
+
+// Tracer is what the store asks of tracing (internal/tracing implements it;
+// the store knows no OpenTelemetry). Every method must be safe for concurrent
+// use and cheap when ctx's call is not sampled.
+type Tracer interface {
+	// StartScript starts the span of one script call, child of ctx's span;
+	// end is given the Redis error (nil when the script answered).
+	StartScript(ctx context.Context, name string) (context.Context, func(err error))
+	// KeepContext is ctx's trace context as a new record keeps it, "" for
+	// none; longer than MaxTraceBytes, it is not kept.
+	KeepContext(ctx context.Context) string
+	// LinkKept links ctx's span to a create's kept trace context.
+	LinkKept(ctx context.Context, kept string)
+	// StartTimeout starts the span of one of the sweeper's timeouts of
+	// request id, moving it to status to.
+	StartTimeout(ctx context.Context, id, to string) (context.Context, func(err error))
+}
+
+// noEnd ends no span.
+func noEnd(error) {}
+
+// traceScript starts the span of a call of sc when the store traces.
+func (s *Store) traceScript(ctx context.Context, sc *script) (context.Context, func(error)) {
+	if s.opts.Tracer == nil {
+		return ctx, noEnd
+	}
+	return s.opts.Tracer.StartScript(ctx, sc.name)
 }
 
 // Store keeps requests in Redis.

@@ -75,6 +75,22 @@ type DispatcherOptions struct {
 	Log *slog.Logger
 	// Now is the clock. default: time.Now.
 	Now func() time.Time
+	// Tracer, when set, makes a span of every attempt in the create's trace
+	// and sends its traceparent (docs/reference.md §17). default: nil, no
+	// tracing work.
+	Tracer Tracer
+}
+
+// Tracer is what the dispatcher asks of tracing (internal/tracing implements
+// it).
+type Tracer interface {
+	// StartDelivery starts the span of one attempt at a message of request
+	// requestID, in the trace of kept (the create's kept trace context, ""
+	// for none); end is given the receiver's status (0 for none) and the
+	// failure ("" on success). host is the endpoint's host.
+	StartDelivery(ctx context.Context, kept, requestID, event, host string, attempt int) (context.Context, func(status int, failure string))
+	// Inject writes ctx's span into h as traceparent (and tracestate).
+	Inject(ctx context.Context, h http.Header)
 }
 
 // DispatchStats are a dispatcher's counters since it was made.
@@ -525,7 +541,16 @@ func (d *Dispatcher) attempt(ctx context.Context, m domain.WebhookMessage) {
 		return
 	}
 	start := d.o.Now()
-	status, failure := d.send(ctx, ep, m, start)
+	sctx, end := ctx, func(int, string) {}
+	if t := d.o.Tracer; t != nil {
+		host := ""
+		if u, err := url.Parse(ep.URL); err == nil {
+			host = u.Hostname()
+		}
+		sctx, end = t.StartDelivery(ctx, m.Request.TraceContext, m.Request.ID, string(m.Event), host, m.Attempt)
+	}
+	status, failure := d.send(sctx, ep, m, start)
+	end(status, failure)
 	took := d.o.Now().Sub(start)
 
 	rec := &domain.WebhookDelivery{MessageID: m.ID, EventType: m.Event, RequestID: m.Request.ID, Attempt: m.Attempt,
@@ -582,6 +607,9 @@ func (d *Dispatcher) send(ctx context.Context, ep *domain.Webhook, m domain.Webh
 	req.Header.Set("webhook-id", m.ID)
 	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts, 10))
 	req.Header.Set("webhook-signature", Sign(key, m.ID, ts, body))
+	if t := d.o.Tracer; t != nil {
+		t.Inject(ctx, req.Header)
+	}
 	res, err := d.client.Do(req)
 	if err != nil {
 		return 0, describe(err, d.o.Timeout)

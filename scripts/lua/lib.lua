@@ -83,11 +83,13 @@ local SEP = '\31'
 
 -- rec_split cuts a record into its fields. One string.match with a capture
 -- per field (RECORD_SPLIT): half the Redis time of a loop of string.find and
--- string.sub. A record written before labels has one field less (it ends
--- with the cancellation): it is cut as one with no labels.
+-- string.sub. A record written before tracing has one field less (it ends
+-- with the labels), one written before labels two (it ends with the
+-- cancellation): each is cut as one with the missing fields empty.
 local function rec_split(s)
   local f = {string.match(s, RECORD_SPLIT)}
   if f[1] == nil then f = {string.match(s .. '\31', RECORD_SPLIT)} end
+  if f[1] == nil then f = {string.match(s .. '\31\31', RECORD_SPLIT)} end
   return f
 end
 

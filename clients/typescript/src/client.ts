@@ -40,6 +40,15 @@ export interface CallOptions {
    * random one; the service replays the first answer to the same key and body.
    */
   idempotencyKey?: string;
+  /**
+   * The W3C trace context of the caller's work (docs/reference.md §17), sent
+   * as the `traceparent` header (and `tracestate`), e.g. the one of the
+   * request the caller is serving, or `propagation.inject` of its
+   * OpenTelemetry span: the service's spans join that trace, and a create's
+   * webhook deliveries carry it on. The service ignores one that is not valid.
+   */
+  traceparent?: string;
+  tracestate?: string;
 }
 
 /** What `create` sends. */
@@ -248,6 +257,10 @@ export class Client {
     const h: Record<string, string> = { ...this.#headers, Accept: accept, ...c.headers };
     if (c.body !== undefined) h["Content-Type"] = "application/json";
     if (c.idempotencyKey) h["Idempotency-Key"] = c.idempotencyKey;
+    if (c.traceparent) {
+      h.traceparent = c.traceparent;
+      if (c.tracestate) h.tracestate = c.tracestate;
+    }
     if (this.#apiKey) h.Authorization = "Bearer " + this.#apiKey;
     else if (this.#pollToken) h["X-Poll-Token"] = this.#pollToken;
     const q = new URLSearchParams();

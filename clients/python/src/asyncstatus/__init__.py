@@ -11,7 +11,7 @@ Standard library only. See the README for the whole API::
         created.id, retry_after=created.retry_after, timeout=600)
 """
 
-from .client import DEFAULT_USER_AGENT, Client, RetryPolicy, WaitTimeout, new_idempotency_key
+from .client import DEFAULT_USER_AGENT, Client, RetryPolicy, WaitTimeout, new_idempotency_key, trace_context
 from .errors import (
     AlreadyTerminalError,
     AsyncStatusError,
@@ -48,7 +48,7 @@ from .models import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "RetryPolicy", "WaitTimeout", "DEFAULT_USER_AGENT", "new_idempotency_key",
+    "Client", "RetryPolicy", "WaitTimeout", "DEFAULT_USER_AGENT", "new_idempotency_key", "trace_context",
     "AsyncStatusError", "AlreadyTerminalError", "BackendUnavailableError", "ForbiddenError",
     "IdempotencyKeyReusedError", "NotFoundError", "PolledTooEarlyError", "RateLimitedError",
     "UnauthenticatedError", "ValidationError",

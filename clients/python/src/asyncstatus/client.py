@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import contextlib
+import contextvars
 import datetime as _dt
 import email.utils
 import http.client
@@ -125,6 +127,27 @@ def _preference_applied(v: Optional[str]) -> bool:
     return False
 
 
+# The caller's W3C trace context (docs/reference.md §17), set by trace_context.
+_trace: "contextvars.ContextVar[Optional[Tuple[str, str]]]" = contextvars.ContextVar("asyncstatus_trace", default=None)
+
+
+@contextlib.contextmanager
+def trace_context(traceparent: str, tracestate: str = "") -> Iterator[None]:
+    """Within the block, every call of every Client sends ``traceparent`` (and
+    ``tracestate``) as given: the W3C trace context of the caller's work, e.g.
+    the header of the request it is serving, or what its OpenTelemetry
+    propagator injects. The service's spans then join that trace, and a
+    create's webhook deliveries carry it on. It follows the code through
+    threads started with ``contextvars.copy_context`` and through asyncio
+    tasks, as contextvars do. The service ignores a traceparent that is not
+    valid."""
+    token = _trace.set((traceparent, tracestate))
+    try:
+        yield
+    finally:
+        _trace.reset(token)
+
+
 def new_idempotency_key() -> str:
     """A random Idempotency-Key (128 bits)."""
     return "asc_" + base64.urlsafe_b64encode(os.urandom(16)).decode("ascii").rstrip("=")
@@ -226,6 +249,11 @@ class Client:
             h["Authorization"] = "Bearer " + self._api_key
         elif self._poll_token:
             h["X-Poll-Token"] = self._poll_token
+        tc = _trace.get()
+        if tc and tc[0]:
+            h["traceparent"] = tc[0]
+            if tc[1]:
+                h["tracestate"] = tc[1]
         h.update(headers or {})
         conn = self._connection(self._timeout if timeout is None else timeout)
         try:
