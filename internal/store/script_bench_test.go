@@ -184,7 +184,7 @@ func BenchmarkRedisCost(b *testing.B) {
 			spent("")
 			n := 0
 			for {
-				evs, err := s.ReadAudit(ctx, "bench", []domain.ShardName{"bench"}, 500)
+				evs, err := s.ReadAudit(ctx, "bench", []domain.ShardName{"bench"}, 1000, time.Minute)
 				if err != nil {
 					b.Fatal(err)
 				}
