@@ -488,9 +488,13 @@ func (h *harness) prepare(ctx context.Context) error {
 	if callers <= 0 {
 		// Enough callers that the walk over (caller, request) pairs does not come
 		// back to a pair during the run: the poll scenarios (and the profile) make
-		// at most 3 x rounds x (warm-up + window) of polls, at (assumed) no more
-		// than 4 times the rate asyncstatus took writes at.
-		polls := 4 * writes * (h.cfg.Duration + h.cfg.Warmup).Seconds() * float64(h.cfg.Rounds+1) * 3
+		// at most 3 (4 with the appendonly pass) x rounds x (warm-up + window) of
+		// polls, at (assumed) no more than 4 times the rate asyncstatus took writes at.
+		scenarios := 3.0
+		if h.cfg.AOF {
+			scenarios++
+		}
+		polls := 4 * writes * (h.cfg.Duration + h.cfg.Warmup).Seconds() * float64(h.cfg.Rounds+1) * scenarios
 		callers = min(max(int(polls/float64(h.cfg.Preload))+1, 2), 64)
 	}
 	if callers > 1 {
