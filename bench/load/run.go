@@ -251,7 +251,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 		return nil, err
 	}
 	for _, sc := range h.scenarios() {
-		if !h.wanted(sc.name) {
+		if !h.wanted(sc.name) || (sc.name == scenarioPollDone && !h.wanted(scenarioComplete)) {
 			continue
 		}
 		if err := h.runScenario(ctx, sc); err != nil {
