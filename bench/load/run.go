@@ -172,6 +172,7 @@ type dataset struct {
 	poolMu   sync.Mutex
 	pool     []string // created, still queued requests of tenantWrite, for complete
 	poolNext atomic.Int64
+	finished []string // requests complete answered 200 for (under poolMu), for poll (terminal)
 }
 
 func (s *server) auth(tenant, key string) []header {

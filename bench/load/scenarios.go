@@ -189,11 +189,11 @@ func (h *harness) needDone(_ context.Context, s *server) error {
 	return nil
 }
 
-// done is the pool's requests that complete calls were made for.
+// done is the requests complete finished.
 func (d *dataset) done() []string {
 	d.poolMu.Lock()
 	defer d.poolMu.Unlock()
-	return d.pool[:min(int(d.poolNext.Load()), len(d.pool))]
+	return d.finished
 }
 
 // completeWork completes queued requests of the pool, each once.
@@ -221,6 +221,11 @@ func (h *harness) completeWork(s *server) workload {
 		},
 		judge: func(status int, body []byte) verdict {
 			if status == 200 && bytes.Contains(body, []byte(`"succeeded"`)) {
+				if id := createdID(body); id != "" {
+					d.poolMu.Lock()
+					d.finished = append(d.finished, id)
+					d.poolMu.Unlock()
+				}
 				return good
 			}
 			return wrong
