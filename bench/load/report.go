@@ -197,7 +197,7 @@ func (rep *Report) Markdown() string {
 	}
 
 	b.WriteString("### Throughput and latency\n\n")
-	b.WriteString("| scenario | server | answers/s | p50 ms | p99 ms | vs baseline (answers/s, p99) | CPU ms/answer (server + Redis) | target |\n")
+	b.WriteString("| scenario | server | answers/s | p50 ms | p99 ms | vs baseline (answers/s, p99, CPU) | CPU µs/answer: server + Redis | target |\n")
 	b.WriteString("|---|---|---:|---:|---:|---|---:|---|\n")
 	for _, r := range rep.Rows {
 		if !r.Ran() {
@@ -209,12 +209,14 @@ func (rep *Report) Markdown() string {
 			if bl := rep.Vs(r); bl != nil && bl.Ran() && bl.Rate() > 0 {
 				rate := r.Rate() / bl.Rate()
 				p99 := float64(r.P(0.99)) / float64(max(bl.P(0.99), 1))
-				vs = fmt.Sprintf("%.2fx, %.2fx", rate, p99)
-				tgt = r.Target.verdict(rate, p99)
+				cpu := r.CPUPerAnswer() / max(bl.CPUPerAnswer(), 1e-9)
+				vs = fmt.Sprintf("%.2fx, %.2fx, %.2fx", rate, p99, cpu)
+				tgt = r.Target.verdict(rate, p99, cpu)
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.0f | %.2f | %.2f | %s | %.3f | %s |\n", r.Scenario, r.Server, r.Rate(),
-			ms(r.P(0.50)), ms(r.P(0.99)), vs, r.CPUPerAnswer(), tgt)
+		good := float64(max(r.Good, 1))
+		fmt.Fprintf(&b, "| %s | %s | %.0f | %.2f | %.2f | %s | %.1f + %.1f | %s |\n", r.Scenario, r.Server, r.Rate(),
+			ms(r.P(0.50)), ms(r.P(0.99)), vs, 1e6*r.CPUServer/good, 1e6*r.CPURedis/good, tgt)
 	}
 	b.WriteString("\n")
 
@@ -337,7 +339,7 @@ func (r *Row) otherAnswers() string {
 	return s
 }
 
-func (t target) verdict(rate, p99 float64) string {
+func (t target) verdict(rate, p99, cpu float64) string {
 	if t.minRate == 0 {
 		return ""
 	}
@@ -346,6 +348,10 @@ func (t target) verdict(rate, p99 float64) string {
 	if t.maxP99 > 0 {
 		ok = ok && p99 <= t.maxP99
 		s += fmt.Sprintf(", p99 <= %.1fx", t.maxP99)
+	}
+	if t.maxCPU > 0 {
+		ok = ok && cpu <= t.maxCPU
+		s += fmt.Sprintf(", CPU <= %.2fx", t.maxCPU)
 	}
 	return s + ": " + yesNo(ok)
 }

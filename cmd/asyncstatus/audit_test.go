@@ -96,15 +96,23 @@ func TestAuditSurvivesKill(t *testing.T) {
 	res.Body.Close()
 	events[deleted] = 3
 
-	// The sink fails: the service says so, and counts the backlog.
-	_, _, body := get(t, base+"/readyz")
-	var ready struct {
-		Status string
-		Audit  struct{ Status, Detail string }
-	}
-	if err := json.Unmarshal([]byte(body), &ready); err != nil || ready.Status != "ready" || ready.Audit.Status != "failing" ||
-		!strings.Contains(ready.Audit.Detail, path) {
-		t.Fatalf("/readyz: %s", body)
+	// The sink fails: the service says so (once the drainer tried, within its
+	// linger of the writes), and counts the backlog.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		_, _, body := get(t, base+"/readyz")
+		var ready struct {
+			Status string
+			Audit  struct{ Status, Detail string }
+		}
+		if err := json.Unmarshal([]byte(body), &ready); err != nil || ready.Status != "ready" {
+			t.Fatalf("/readyz: %s", body)
+		}
+		if ready.Audit.Status == "failing" && strings.Contains(ready.Audit.Detail, path) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz never said the audit sink fails: %s", body)
+		}
 	}
 	backlog := regexp.MustCompile(`(?m)^asyncstatus_audit_backlog (\d+)`)
 	// The gauge is counted at the sink's first failure and then every 10 s: the

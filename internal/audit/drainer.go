@@ -18,35 +18,33 @@ import (
 type Store interface {
 	// AuditTenants lists the tenants whose streams may hold entries.
 	AuditTenants(ctx context.Context) ([]domain.ShardName, error)
-	// ReadAudit hands consumer up to count new entries of each tenant; they stay
-	// pending on consumer until AckAudit.
-	ReadAudit(ctx context.Context, consumer string, tenants []domain.ShardName, count int) ([]domain.AuditEvent, error)
-	// ClaimStaleAudit takes over entries another consumer read more than
-	// minIdle ago and never acknowledged.
-	ClaimStaleAudit(ctx context.Context, consumer string, tenants []domain.ShardName, minIdle time.Duration, count int) ([]domain.AuditEvent, error)
-	// AckAudit removes written entries.
+	// ReadAudit hands consumer up to count of the oldest entries of each
+	// tenant whose stream no other drainer holds, and holds those streams for
+	// lease; what it handed out stays first in the stream until AckAudit.
+	ReadAudit(ctx context.Context, consumer string, tenants []domain.ShardName, count int, lease time.Duration) ([]domain.AuditEvent, error)
+	// AckAudit removes written entries and lets their streams go.
 	AckAudit(ctx context.Context, evs []domain.AuditEvent) error
 	// AuditBacklog counts the waiting and the dropped entries of each tenant.
 	AuditBacklog(ctx context.Context, tenants []domain.ShardName) ([]domain.AuditBacklog, error)
 	// ForgetAuditDropped subtracts reported drops.
 	ForgetAuditDropped(ctx context.Context, tenant domain.ShardName, n int64) error
-	// ReapAuditConsumers removes consumers idle longer than idle with nothing pending.
-	ReapAuditConsumers(ctx context.Context, tenant domain.ShardName, self string, idle time.Duration) (int, error)
 }
 
 // Options tune a Drainer.
 type Options struct {
 	// Sink receives the lines. Required.
 	Sink Sink
-	// Consumer names this drainer in the consumer groups. default: host name,
-	// process id and a random suffix (a restarted process is a new consumer;
-	// what the old one left unwritten is claimed after ClaimAfter).
+	// Consumer names this drainer in the streams' leases. default: host name,
+	// process id and a random suffix (a restarted process is a new drainer;
+	// what the old one read and did not write is read again once its lease
+	// ends, after ClaimAfter).
 	Consumer string
 	// Bound is the entries a tenant's stream may hold (audit.max_backlog), for
 	// the reports: the store enforces it. default: 0, not reported.
 	Bound int64
-	// ClaimAfter: entries another drainer read and did not acknowledge for this
-	// long are taken over (it died, or its sink fails). default: 30s.
+	// ClaimAfter: how long a read holds a tenant's stream (the lease); entries
+	// another drainer read and did not write within it (it died, or its sink
+	// fails) are read again by the next drainer. default: 30s.
 	ClaimAfter time.Duration
 	// PollInterval: the longest the drainer sleeps with nothing to do; writes
 	// made by this process wake it at once (Nudge). A batch the sink refused is
@@ -55,14 +53,21 @@ type Options struct {
 	PollInterval time.Duration
 	// ReadAllInterval: how often every tenant's stream is read, for entries
 	// other processes wrote and did not drain themselves (they died first).
-	// Each read is one XREADGROUP per tenant. default: 5s.
+	// Each read is one SET and one XRANGE per tenant, pipelined. default: 5s.
 	ReadAllInterval time.Duration
 	// ScanInterval: how often the backlog is counted (metrics, /readyz, the
 	// report of events dropped at the bound): XLEN and HGET per tenant.
 	// default: 10s.
 	ScanInterval time.Duration
-	// Batch: the most entries read from one tenant at a time. default: 500.
+	// Batch: the most entries read from one tenant at a time. default: 1000.
 	Batch int
+	// Linger: how long the drainer waits, once a write of this process woke
+	// it, before it reads, so that the writes of that moment are read,
+	// written, acknowledged and trimmed as one batch (a handful of round trips
+	// for hundreds of entries) rather than a few entries per round trip. It
+	// delays audit lines, never loses them: the entries wait in Redis, written
+	// in the same step as their change. default: 100ms; negative: none.
+	Linger time.Duration
 	// Log receives the sink's failures and recoveries. default: slog.Default().
 	Log *slog.Logger
 }
@@ -86,7 +91,7 @@ type Stats struct {
 }
 
 // Drainer moves audit entries from Redis to the sink. Every serve replica runs
-// one: the consumer group gives each entry to one of them, and an entry is
+// one: a lease per stream lets one of them at a time read it, and an entry is
 // deleted from Redis only after the sink wrote it (at least once: a crash
 // between the write and the delete writes it again).
 type Drainer struct {
@@ -124,7 +129,10 @@ func NewDrainer(st Store, o Options) (*Drainer, error) {
 		o.ScanInterval = 10 * time.Second
 	}
 	if o.Batch <= 0 {
-		o.Batch = 500
+		o.Batch = 1000
+	}
+	if o.Linger == 0 {
+		o.Linger = 100 * time.Millisecond
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
@@ -167,7 +175,7 @@ func (d *Drainer) Status() (ok bool, detail string) {
 // closes the sink.
 func (d *Drainer) Run(ctx context.Context) {
 	var tenants []domain.ShardName
-	var tenantsAt, polled, claimed, scanned, reaped, retryAt time.Time
+	var tenantsAt, polled, scanned, retryAt time.Time
 	var held []domain.AuditEvent // a batch the sink refused, offered again before anything else
 	// A refused batch is offered again after PollInterval, then after twice
 	// that, up to 30 times PollInterval (30 s by default).
@@ -205,18 +213,11 @@ func (d *Drainer) Run(ctx context.Context) {
 		}
 		var evs []domain.AuditEvent
 		if len(read) > 0 {
-			got, err := d.st.ReadAudit(ctx, d.o.Consumer, read, d.o.Batch)
+			got, err := d.st.ReadAudit(ctx, d.o.Consumer, read, d.o.Batch, d.o.ClaimAfter)
 			if err != nil {
 				d.storeError(err)
 			}
 			evs = got
-		}
-		if now.Sub(claimed) >= d.o.ClaimAfter/2 && len(tenants) > 0 {
-			got, err := d.st.ClaimStaleAudit(ctx, d.o.Consumer, tenants, d.o.ClaimAfter, d.o.Batch)
-			if err != nil {
-				d.storeError(err)
-			}
-			evs, claimed = append(evs, got...), now
 		}
 		if len(evs) > 0 && !d.flush(ctx, evs) {
 			held, retryAt, retry = evs, now.Add(retry), min(retry*2, 30*d.o.PollInterval)
@@ -226,14 +227,12 @@ func (d *Drainer) Run(ctx context.Context) {
 			d.scan(ctx, tenants, true)
 			scanned = now
 		}
-		if now.Sub(reaped) >= 10*time.Minute {
-			d.reap(ctx, tenants)
-			reaped = now
-		}
 		if len(evs) >= d.o.Batch { // more may wait: read on at once
 			continue
 		}
-		d.sleep(ctx, d.o.PollInterval, true)
+		if d.sleep(ctx, d.o.PollInterval, true) {
+			d.sleep(ctx, d.o.Linger, false) // let the batch fill (Options.Linger)
+		}
 	}
 	d.last(ctx, held)
 }
@@ -248,16 +247,17 @@ func (d *Drainer) last(ctx context.Context, held []domain.AuditEvent) {
 		return
 	}
 	if dirty := d.takeDirty(); len(dirty) > 0 {
-		if evs, _ := d.st.ReadAudit(ctx, d.o.Consumer, dirty, d.o.Batch); len(evs) > 0 {
+		if evs, _ := d.st.ReadAudit(ctx, d.o.Consumer, dirty, d.o.Batch, d.o.ClaimAfter); len(evs) > 0 {
 			d.flush(ctx, evs)
 		}
 	}
 }
 
-// sleep waits for d, ctx's end or (when nudgeable) a nudge.
-func (d *Drainer) sleep(ctx context.Context, wait time.Duration, nudgeable bool) {
+// sleep waits for d, ctx's end or (when nudgeable) a nudge; it reports
+// whether a nudge ended it.
+func (d *Drainer) sleep(ctx context.Context, wait time.Duration, nudgeable bool) bool {
 	if wait <= 0 {
-		return
+		return false
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
@@ -269,7 +269,9 @@ func (d *Drainer) sleep(ctx context.Context, wait time.Duration, nudgeable bool)
 	case <-ctx.Done():
 	case <-t.C:
 	case <-wake:
+		return true
 	}
+	return false
 }
 
 func (d *Drainer) takeDirty() []domain.ShardName {
@@ -409,15 +411,5 @@ func (d *Drainer) scan(ctx context.Context, tenants []domain.ShardName, report b
 		d.mu.Lock()
 		d.stats.Dropped += b.Dropped
 		d.mu.Unlock()
-	}
-}
-
-// reap removes the consumers of drainers gone for an hour.
-func (d *Drainer) reap(ctx context.Context, tenants []domain.ShardName) {
-	for _, t := range tenants {
-		if _, err := d.st.ReapAuditConsumers(ctx, t, d.o.Consumer, time.Hour); err != nil {
-			d.storeError(err)
-			return
-		}
 	}
 }

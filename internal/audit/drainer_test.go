@@ -383,6 +383,9 @@ func TestHealthyReplicaTakesOver(t *testing.T) {
 			want[id] = n
 		}
 		eventually(t, "the sick replica to read", func() bool { return sick.sink.calls.Load() > 0 })
+		// The sick replica's lease on the stream ends (ClaimAfter, on the
+		// stores' clock; real Redis's TTL ends it too).
+		e.clock.Add(time.Second)
 		well := e.replica(t, 10000, nil)
 		eventually(t, "the healthy replica to write every event", func() bool { return complete(parse(t, well.sink.all()), want) })
 		if len(sick.sink.all()) != 0 || sick.d.Stats().SinkUp {

@@ -284,8 +284,9 @@ type Audit struct {
 	// sink does not take them; past it, events are counted and reported as
 	// dropped instead of recorded. default: 100000.
 	MaxBacklog int `yaml:"max_backlog"`
-	// ClaimAfter: entries a replica read and did not write for this long (it
-	// died, or its sink fails) are taken over by another replica. default: 30s.
+	// ClaimAfter: how long one replica's read holds a tenant's audit stream;
+	// entries it read and did not write within it (it died, or its sink
+	// fails) are read again by another replica. default: 30s.
 	ClaimAfter time.Duration `yaml:"claim_after"`
 }
 

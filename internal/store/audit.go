@@ -17,19 +17,24 @@ import (
 //
 // create.lua, transition.lua and delete.lua append one entry per applied call
 // to the tenant's audit stream (keys.audit) in the same script as the change
-// (audit_add in lib.lua), so no change is applied without its entry. Drainers
-// (internal/audit, one per replica) read the streams through the consumer
-// group "audit", hand the entries to the sink, and only then acknowledge them
-// and trim the stream (XACK, XTRIM MINID), so the stream holds only what no
-// sink has taken yet. Entries a drainer read and never acknowledged (it died) are taken over
-// by another one (XAUTOCLAIM). While no sink takes them, a tenant's stream
-// grows to Options.AuditBacklog entries; past that a script counts the event
-// in the tenant meta hash (field ad) instead of recording it, and the drainer
+// (audit_add in lib.lua), so no change is applied without its entry. The
+// stream holds only what no sink has taken yet: drainers (internal/audit, one
+// per replica) read it from its start (XRANGE), hand the entries to the sink,
+// and only then trim it below the newest entry written (XTRIM MINID), so an
+// entry leaves Redis only once a sink wrote it, whoever dies when. A lease
+// (keys.auditLease, SET NX with a TTL, released by the trim) lets one drainer
+// at a time read a stream, so that replicas do not write the same entries
+// twice; if its holder dies mid-batch, the lease ends and another drainer
+// reads the same entries again (at least once). There is no consumer group:
+// its per-entry bookkeeping (a pending entry made by XREADGROUP, propagated
+// as an XCLAIM, removed by XACK) cost Redis 17,000 of the 18,300 instructions
+// an entry's drain took (callgrind; docs/performance.md, Where a write's CPU
+// goes). While no sink takes them, a tenant's stream grows to
+// Options.AuditBacklog entries; past that a script counts the event in the
+// tenant meta hash (field ad) instead of recording it, and the drainer
 // reports the count to the sink.
 
 const (
-	// auditGroup is the audit stream's consumer group every drainer joins.
-	auditGroup = "audit"
 	// auditDroppedField counts, in the tenant meta hash, the events not recorded
 	// at the bound and not yet reported.
 	auditDroppedField = "ad"
@@ -66,58 +71,95 @@ func (s *Store) AuditTenants(ctx context.Context) ([]domain.ShardName, error) {
 	return out, nil
 }
 
-// ReadAudit reads, for consumer, up to count new audit entries of each tenant
-// (XREADGROUP ">"). They are pending on consumer until AckAudit; if it dies,
-// ClaimStaleAudit lets another consumer take them over. A tenant's consumer
-// group is made on first use, from the start of its stream.
-func (s *Store) ReadAudit(ctx context.Context, consumer string, tenants []domain.ShardName, count int) ([]domain.AuditEvent, error) {
-	got, err := s.readNew(ctx, "read audit stream", auditGroup, consumer, tenants, func(t domain.ShardName) string { return s.k.audit(tagOf(t)) },
-		func(domain.ShardName) int64 { return int64(count) })
-	var out []domain.AuditEvent
-	for t, xs := range got {
-		out = append(out, s.decodeAudit(ctx, t, xs)...)
-	}
-	return out, err
-}
-
-// ClaimStaleAudit takes over, for consumer, up to count entries of each tenant
-// that another consumer read more than minIdle ago and never acknowledged
-// (XAUTOCLAIM from the start of the pending list: one call per tenant, so a
-// tenant with more stale entries is finished on the next calls).
-func (s *Store) ClaimStaleAudit(ctx context.Context, consumer string, tenants []domain.ShardName, minIdle time.Duration, count int) ([]domain.AuditEvent, error) {
+// ReadAudit reads, for consumer, up to count of the oldest audit entries of
+// each tenant whose stream no other drainer holds, and holds those streams for
+// lease (keys.auditLease): AckAudit trims what was written and lets the stream
+// go. Entries read and never acknowledged (the drainer died, or its sink
+// failed) stay first in the stream: the next read, by this drainer or, once
+// the lease ended, by another, hands them out again. One round trip for all
+// tenants (pipelineBatch/2 per pipeline).
+func (s *Store) ReadAudit(ctx context.Context, consumer string, tenants []domain.ShardName, count int, lease time.Duration) ([]domain.AuditEvent, error) {
 	var out []domain.AuditEvent
 	var firstErr error
 	for len(tenants) > 0 {
-		chunk := tenants[:min(len(tenants), pipelineBatch)]
+		chunk := tenants[:min(len(tenants), pipelineBatch/2)]
 		tenants = tenants[len(chunk):]
 		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
-		cmds := make([]*redis.XAutoClaimCmd, len(chunk))
+		now := s.now()
+		// The lease holds "<consumer>|<end, unix ms>": its end is also read
+		// on the store's clock, so that a lease Redis keeps past its TTL (the
+		// embedded store's miniredis expires keys only as its clock moves) still ends.
+		mine := consumer + "|" + strconv.FormatInt(now.Add(lease).UnixMilli(), 10)
+		holders := make([]*redis.Cmd, len(chunk))
+		ranges := make([]*redis.XMessageSliceCmd, len(chunk))
 		_, _ = s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
 			for i, t := range chunk {
-				cmds[i] = p.XAutoClaim(cctx, &redis.XAutoClaimArgs{Stream: s.k.audit(tagOf(t)), Group: auditGroup,
-					Consumer: consumer, MinIdle: minIdle, Start: "0-0", Count: int64(count)})
+				tag := tagOf(t)
+				// SET NX GET: the lease is taken when free, and its holder read, in one command.
+				holders[i] = p.Do(cctx, "SET", s.k.auditLease(tag), mine, "NX", "PX", max(lease.Milliseconds(), 1), "GET")
+				ranges[i] = p.XRangeN(cctx, s.k.audit(tag), "-", "+", int64(count))
 			}
 			return nil
 		})
-		cancel()
-		for i, c := range cmds {
-			res, _, err := c.Result()
-			if err != nil && !errors.Is(err, redis.Nil) && !strings.HasPrefix(err.Error(), "NOGROUP") && firstErr == nil {
-				firstErr = backend("claim stale audit entries", err)
+		for i, t := range chunk {
+			holder, err := holders[i].Text()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				if firstErr == nil {
+					firstErr = backend("read audit stream", err)
+				}
+				continue
 			}
-			out = append(out, s.decodeAudit(ctx, chunk[i], res)...)
+			if err == nil {
+				name, end, _ := strings.Cut(holder, "|")
+				endMs, _ := strconv.ParseInt(end, 10, 64)
+				if name != consumer && endMs > now.UnixMilli() {
+					continue // another drainer's batch: its entries are not ours to write
+				}
+				if name != consumer {
+					// Its lease ended without the trim (it died, or its sink
+					// fails): take the stream over. Racing another taker can
+					// only write the batch twice.
+					if err := s.rdb.Set(cctx, s.k.auditLease(tagOf(t)), mine, lease).Err(); err != nil {
+						if firstErr == nil {
+							firstErr = backend("take over audit stream", err)
+						}
+						continue
+					}
+				}
+			}
+			xs, err := ranges[i].Result()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				if firstErr == nil {
+					firstErr = backend("read audit stream", err)
+				}
+				continue
+			}
+			out = append(out, s.decodeAudit(ctx, t, xs)...)
 		}
+		cancel()
 	}
 	return out, firstErr
 }
 
 // decodeAudit decodes audit entries. One that does not decode (written by
-// hand, or by a later version) is acknowledged and deleted, so that it is not
-// handed out again and again; it cannot carry an event, so nothing is lost.
+// hand, or by a later version) is deleted, so that it is not handed out again
+// and again; it cannot carry an event, so nothing is lost.
 func (s *Store) decodeAudit(ctx context.Context, tenant domain.ShardName, xs []redis.XMessage) []domain.AuditEvent {
-	return decodeStream(ctx, s, s.k.audit(tagOf(tenant)), auditGroup, xs, func(x redis.XMessage) (domain.AuditEvent, bool) {
-		return decodeAuditEntry(tenant, x)
-	})
+	out := make([]domain.AuditEvent, 0, len(xs))
+	var bad []string
+	for _, x := range xs {
+		if e, ok := decodeAuditEntry(tenant, x); ok {
+			out = append(out, e)
+		} else {
+			bad = append(bad, x.ID)
+		}
+	}
+	if len(bad) > 0 {
+		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+		_ = s.rdb.XDel(cctx, s.k.audit(tagOf(tenant)), bad...).Err()
+		cancel()
+	}
+	return out
 }
 
 // decodeAuditEntry reads an entry's one field, e: request id, version, seq,
@@ -162,71 +204,33 @@ func decodeAuditEntry(tenant domain.ShardName, x redis.XMessage) (domain.AuditEv
 	return e, true
 }
 
-// AckAudit acknowledges the entries the sink has written and trims each
-// stream up to its oldest entry still pending or unread, so the stream keeps
-// only what waits. Trimming (XTRIM MINID) costs Redis a twentieth of deleting
-// the entries one by one (XDEL: about 1 µs an entry, docs/performance-log.md item
-// 18). It is safe without a script: every entry below the smaller of the
-// oldest pending id and the newest acknowledged id + 1 was delivered (this
-// consumer read up to there) and is no longer pending, so written; entries
-// read meanwhile by other consumers are newer than that. Acknowledged entries
-// above an older pending one (another replica's batch) are deleted with XDEL.
+// AckAudit removes the entries the sink has written, and what lies below
+// them, from their streams (XTRIM MINID past the newest of each stream), and
+// ends the read's lease: one round trip for all of them. Safe without a
+// script: a stream is read from its start, so every entry below the newest one
+// read was read too (and written, or deleted as undecodable); entries added
+// meanwhile are newer. The lease is deleted whoever holds it: a drainer whose
+// lease ran out during its batch may release a successor's, which can only
+// make a third drainer write that successor's batch again (at least once, never
+// less).
 func (s *Store) AckAudit(ctx context.Context, evs []domain.AuditEvent) error {
-	byTenant := map[domain.ShardName][]string{}
 	newest := map[domain.ShardName]string{}
 	var order []domain.ShardName
 	for _, e := range evs {
 		id, name := auditEntry(e)
-		if _, ok := byTenant[name]; !ok {
+		if _, ok := newest[name]; !ok {
 			order = append(order, name)
 		}
-		byTenant[name] = append(byTenant[name], id)
 		if streamIDLess(newest[name], id) {
 			newest[name] = id
 		}
 	}
-	for len(order) > 0 {
-		chunk := order[:min(len(order), pipelineBatch)]
-		order = order[len(chunk):]
-		cctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
-		pending := make([]*redis.XPendingCmd, len(chunk))
-		_, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
-			for i, t := range chunk {
-				p.XAck(cctx, s.k.audit(tagOf(t)), auditGroup, byTenant[t]...)
-				pending[i] = p.XPending(cctx, s.k.audit(tagOf(t)), auditGroup)
-			}
-			return nil
-		})
-		if err != nil {
-			cancel()
-			return backend("acknowledge audit entries", err)
-		}
-		_, err = s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
-			for i, t := range chunk {
-				below := nextStreamID(newest[t])
-				if pc := pending[i].Val(); pc != nil && pc.Count > 0 && streamIDLess(pc.Lower, below) {
-					// An older entry is still pending (read by another consumer):
-					// trim below it, and delete ours above it one by one, so
-					// the stream's length stays what waits.
-					below = pc.Lower
-					var above []string
-					for _, id := range byTenant[t] {
-						if !streamIDLess(id, below) {
-							above = append(above, id)
-						}
-					}
-					if len(above) > 0 {
-						p.XDel(cctx, s.k.audit(tagOf(t)), above...)
-					}
-				}
-				p.XTrimMinID(cctx, s.k.audit(tagOf(t)), below)
-			}
-			return nil
-		})
-		cancel()
-		if err != nil {
-			return backend("trim audit streams", err)
-		}
+	_, err := eachPipelined(ctx, s, order, func(ctx context.Context, p redis.Pipeliner, t domain.ShardName) *redis.IntCmd {
+		p.XTrimMinID(ctx, s.k.audit(tagOf(t)), nextStreamID(newest[t]))
+		return p.Del(ctx, s.k.auditLease(tagOf(t)))
+	})
+	if err != nil {
+		return backend("trim audit streams", err)
 	}
 	return nil
 }
@@ -301,11 +305,4 @@ func (s *Store) ForgetAuditDropped(ctx context.Context, tenant domain.ShardName,
 		return backend(fmt.Sprintf("forget %d reported audit drops of %s", n, tenant), err)
 	}
 	return nil
-}
-
-// ReapAuditConsumers removes from a tenant's audit group the consumers (drainers
-// of replicas that are gone) idle longer than idle with nothing pending, except
-// self. It returns how many it removed.
-func (s *Store) ReapAuditConsumers(ctx context.Context, tenant domain.ShardName, self string, idle time.Duration) (int, error) {
-	return s.reapConsumers(ctx, s.k.audit(tagOf(tenant)), auditGroup, self, idle)
 }

@@ -24,17 +24,21 @@ func auditFixture(tb testing.TB, b backend, bound int, mod func(*store.Options))
 	})
 }
 
-// readAllAudit reads every new audit entry of tenant as consumer, acknowledging nothing.
+// readAllAudit drains every audit entry of tenant as consumer would: read a
+// batch, acknowledge it (as once the sink wrote it), until nothing is left.
 func (f *fixture) readAllAudit(tb testing.TB, consumer, tenant string) []domain.AuditEvent {
 	tb.Helper()
 	var out []domain.AuditEvent
 	for {
-		evs, err := f.s.ReadAudit(ctx, consumer, f.auditNames(tenant), 100)
+		evs, err := f.s.ReadAudit(ctx, consumer, f.auditNames(tenant), 100, time.Minute)
 		if err != nil {
 			tb.Fatal(err)
 		}
 		if len(evs) == 0 {
 			return out
+		}
+		if err := f.s.AckAudit(ctx, evs); err != nil {
+			tb.Fatal(err)
 		}
 		out = append(out, evs...)
 	}
@@ -254,10 +258,11 @@ func TestAuditBound(t *testing.T) {
 	})
 }
 
-// TestAuditConsumers: each entry goes to one consumer; acknowledged entries
-// leave the stream; entries a consumer never acknowledged are taken over by
-// another once they are older than the claim age, and not before.
-func TestAuditConsumers(t *testing.T) {
+// TestAuditLease: one drainer at a time reads a stream, from its start; what
+// it acknowledged leaves the stream and lets the stream go; what it read and
+// never acknowledged (it died) stays first in the stream and is handed out
+// again, to another drainer once the lease ended, so that no entry is lost.
+func TestAuditLease(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		f := auditFixture(t, b, 1000, nil)
 		for i := 0; i < 10; i++ {
@@ -269,13 +274,24 @@ func TestAuditConsumers(t *testing.T) {
 		for _, tag := range store.TenantTags(f.s, "acme") {
 			want += min(4, f.rdb.XLen(ctx, f.prefix+":"+tag+":au").Val())
 		}
-		one, err := f.s.ReadAudit(ctx, "c1", names, 4)
+		one, err := f.s.ReadAudit(ctx, "c1", names, 4, time.Minute)
 		if err != nil || int64(len(one)) != want || (f.shards == 1 && len(one) != 4) {
 			t.Fatalf("c1 read %d, want %d: %v", len(one), want, err)
 		}
-		two := f.readAllAudit(t, "c2", "acme")
-		if len(two) != 10-len(one) {
-			t.Fatalf("c2 read %d", len(two))
+		// c1 holds every stream it read: c2 gets nothing of them.
+		if got, err := f.s.ReadAudit(ctx, "c2", names, 100, time.Minute); err != nil || len(got) != 0 {
+			t.Fatalf("c2 read %d entries of streams c1 holds: %v", len(got), err)
+		}
+		if err := f.s.AckAudit(ctx, one); err != nil {
+			t.Fatal(err)
+		}
+		if n := f.auditLen(t, "acme"); n != 10-int64(len(one)) {
+			t.Fatalf("%d entries left, want %d", n, 10-len(one))
+		}
+		// The streams are free again: c2 reads on where c1 stopped.
+		two, err := f.s.ReadAudit(ctx, "c2", names, 100, time.Minute)
+		if err != nil || len(two)+len(one) != 10 {
+			t.Fatalf("c2 read %d after c1's %d: %v", len(two), len(one), err)
 		}
 		seen := map[string]bool{}
 		for _, e := range append(append([]domain.AuditEvent(nil), one...), two...) {
@@ -284,20 +300,19 @@ func TestAuditConsumers(t *testing.T) {
 			}
 			seen[e.EventID] = true
 		}
-		if err := f.s.AckAudit(ctx, two); err != nil {
-			t.Fatal(err)
+		// c2 "dies" before acknowledging: while its lease lasts nobody reads;
+		// once it ended (on the store's clock), c3 reads the very entries c2 had.
+		if got, err := f.s.ReadAudit(ctx, "c3", names, 100, time.Minute); err != nil || len(got) != 0 {
+			t.Fatalf("c3 read %d entries during c2's lease: %v", len(got), err)
 		}
-		if n := f.auditLen(t, "acme"); n != int64(len(one)) {
-			t.Fatalf("%d entries left, want c1's %d", n, len(one))
-		}
-		// c1 "dies": its entries wait until they are older than the claim age.
-		if got, err := f.s.ClaimStaleAudit(ctx, "c3", names, time.Hour, 100); err != nil || len(got) != 0 {
-			t.Fatalf("claimed %d young entries: %v", len(got), err)
-		}
-		time.Sleep(50 * time.Millisecond)
-		got, err := f.s.ClaimStaleAudit(ctx, "c3", names, 20*time.Millisecond, 100)
+		f.clock.Add(2 * time.Minute)
+		got, err := f.s.ReadAudit(ctx, "c3", names, 100, time.Minute)
 		if err != nil {
 			t.Fatal(err)
+		}
+		// c2 comes back: the streams are c3's now.
+		if late, err := f.s.ReadAudit(ctx, "c2", names, 100, time.Minute); err != nil || len(late) != 0 {
+			t.Fatalf("c2 read %d entries of streams c3 took over: %v", len(late), err)
 		}
 		ids := func(evs []domain.AuditEvent) string {
 			var s []string
@@ -307,8 +322,8 @@ func TestAuditConsumers(t *testing.T) {
 			sort.Strings(s)
 			return strings.Join(s, ",")
 		}
-		if ids(got) != ids(one) {
-			t.Fatalf("claimed %s, want %s", ids(got), ids(one))
+		if ids(got) != ids(two) {
+			t.Fatalf("c3 read %s, want c2's %s", ids(got), ids(two))
 		}
 		if err := f.s.AckAudit(ctx, got); err != nil {
 			t.Fatal(err)
@@ -316,29 +331,10 @@ func TestAuditConsumers(t *testing.T) {
 		if n := f.auditLen(t, "acme"); n != 0 {
 			t.Fatalf("%d entries left", n)
 		}
-		// c1 and c2 have nothing pending now. (miniredis v2.40.0 keeps counting
-		// claimed entries as c1's and reports no idle time: nothing to reap there.)
-		// (c1 and c2 in the group of each shard's stream)
-		reaped := 0
-		for _, name := range names {
-			n, err := f.s.ReapAuditConsumers(ctx, name, "c3", 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			reaped += n
-		}
-		if b.Name != "miniredis" && f.shards == 1 && reaped != 2 {
-			t.Fatalf("reaped %d consumers, want 2", reaped)
-		}
-		if b.Name != "miniredis" {
-			for _, tag := range store.TenantTags(f.s, "acme") {
-				cs, _ := f.rdb.XInfoConsumers(ctx, f.prefix+":"+tag+":au", "audit").Result()
-				for _, c := range cs {
-					if c.Name != "c3" {
-						t.Fatalf("consumer %s of %s was not reaped (%d reaped)", c.Name, tag, reaped)
-					}
-				}
-			}
+		// Entries written after a read are not trimmed by its acknowledgement.
+		f.mustCreate(t, "acme", "t.a")
+		if n := f.auditLen(t, "acme"); n != 1 {
+			t.Fatalf("%d entries wait, want 1", n)
 		}
 	})
 }
@@ -358,7 +354,7 @@ func TestUndecodableStreamEntriesDropped(t *testing.T) {
 		if msgs, err := f.s.ReadOutbox(ctx, "c1", map[domain.ShardName]int{"acme": 10}); err != nil || len(msgs) != 0 {
 			t.Fatalf("outbox: %+v %v", msgs, err)
 		}
-		if evs, err := f.s.ReadAudit(ctx, "c1", []domain.ShardName{"acme"}, 10); err != nil || len(evs) != 0 {
+		if evs, err := f.s.ReadAudit(ctx, "c1", []domain.ShardName{"acme"}, 10, time.Minute); err != nil || len(evs) != 0 {
 			t.Fatalf("audit: %+v %v", evs, err)
 		}
 		for _, key := range []string{outbox, audit} {

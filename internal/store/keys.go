@@ -160,6 +160,10 @@ func (k keys) tenants() string { return k.prefix + ":tenants" }
 // that it stays in their slot: each tenant shard has its own stream.
 func (k keys) audit(tag string) string { return k.prefix + ":" + tag + ":au" }
 
+// auditLease names the drainer reading a shard's audit stream (ReadAudit):
+// a string holding its consumer name, with a TTL, in the stream's slot.
+func (k keys) auditLease(tag string) string { return k.prefix + ":" + tag + ":aul" }
+
 // Webhooks (docs/reference.md §10, store/webhooks.go).
 
 // webhook: hash describing one endpoint (u url, ev event letters, d description,

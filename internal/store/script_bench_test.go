@@ -184,7 +184,7 @@ func BenchmarkRedisCost(b *testing.B) {
 			spent("")
 			n := 0
 			for {
-				evs, err := s.ReadAudit(ctx, "bench", []domain.ShardName{"bench"}, 500)
+				evs, err := s.ReadAudit(ctx, "bench", []domain.ShardName{"bench"}, 1000, time.Minute)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -235,7 +235,16 @@ func callgrindRedis(b *testing.B) (*redis.Client, func(string) float64) {
 			b.Fatalf("ASYNCSTATUS_BENCH_METER=callgrind needs %s (apt-get install valgrind): %v", tool, err)
 		}
 	}
-	out := filepath.Join(b.TempDir(), "callgrind.out")
+	// ASYNCSTATUS_BENCH_CALLGRIND_DIR keeps the dumps there (one per step, in
+	// order), for callgrind_annotate --inclusive=yes: what each Redis command
+	// of a script costs (docs/performance.md, Where a write's CPU goes).
+	dir := os.Getenv("ASYNCSTATUS_BENCH_CALLGRIND_DIR")
+	if dir == "" {
+		dir = b.TempDir()
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	out := filepath.Join(dir, "callgrind.out")
 	p := testenv.StartRedisUnder(b, []string{"valgrind", "--tool=callgrind", "--callgrind-out-file=" + out})
 	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ReadTimeout: time.Minute, WriteTimeout: time.Minute})
 	pid := strconv.Itoa(p.PID())

@@ -30,6 +30,7 @@ func main() {
 	rateLimit := flag.Bool("ratelimit", def.RateLimit, "also run poll with rate limiting on (limits set high)")
 	profile := flag.Bool("profile", def.Profile, "perf profile of asyncstatus and redis-server under the poll load (needs perf)")
 	procs := flag.Int("procs", def.Procs, "asyncstatus's runtime.max_procs (GOMAXPROCS; 0: Go's default, every CPU)")
+	aof := flag.Bool("aof", def.AOF, "also run poll, create and complete with Redis appendonly yes, appendfsync everysec")
 	blProcs := flag.Int("baseline-procs", def.BaselineProcs, "the baseline's GOMAXPROCS (0: Go's default, every CPU)")
 	ref := flag.String("ref", "", "reference request JSON (default: bench/load/reference-request.json, embedded)")
 	quiet := flag.Duration("quiet-wait", 0, "before each round, wait up to this long for other processes to leave the machine idle (shared machines)")
@@ -62,6 +63,8 @@ func main() {
 			cfg.Profile = *profile
 		case "procs":
 			cfg.Procs = *procs
+		case "aof":
+			cfg.AOF = *aof
 		case "baseline-procs":
 			cfg.BaselineProcs = *blProcs
 		}
