@@ -202,6 +202,11 @@ func (w *Sweeper) Tick(ctx context.Context) error {
 				units = append(units, sweepWork{tenant: t, tag: tag})
 			}
 		}
+		tags := make([]string, len(units))
+		for i, u := range units {
+			tags[i] = u.tag
+		}
+		note(w.s.trimChangeLogs(ctx, tags, now)) // watch.go
 		work, err := w.due(ctx, units, now)
 		note(err)
 		for _, wk := range work {

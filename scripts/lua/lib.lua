@@ -193,3 +193,15 @@ local function label_move(lix, labels, from, to, id, ca)
     if to then rcall('ZADD', lix .. to .. ':' .. term, ca, id) end
   end
 end
+
+--- @include "rcall"
+-- changelog_add appends a change to the tenant shard's change log (watches,
+-- docs/reference.md §16) while the shard is watched: cw is the meta hash's
+-- field cw, until when (unix ms) a watch may still resume, nil when never.
+-- channel, when given, is announced on as transition.lua does (create.lua
+-- has no waiters of its own to wake, only watches).
+local function changelog_add(log, channel, cw, id, v, now, rec)
+  if not cw or tonumber(cw) < tonumber(now) then return end
+  rcall('XADD', log, '*', 'i', id, 'r', rec)
+  if channel then rcall(PUBLISH, channel, id .. ',' .. v) end
+end
