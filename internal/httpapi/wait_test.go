@@ -37,6 +37,7 @@ type replicaPair struct {
 	a, b        *httpapi.Server
 	urlA, urlB  string
 	key, reader string // plain API keys of tenant acme: read+write+admin, and read only
+	st          *store.Store // replica a's store
 }
 
 var pollSecretForTests = []byte("0123456789abcdef0123456789abcdef")
@@ -58,7 +59,7 @@ func newReplicaPair(t testing.TB, be testenv.Backend, mod func(*httpapi.Options)
 			t.Fatal(err)
 		}
 		if i == 0 {
-			first = st
+			first, p.st = st, st
 		}
 		hub := st.NewHub(store.HubOptions{})
 		o := httpapi.Options{Waits: hub, Wait: httpapi.WaitOptions{Max: 30 * time.Second, MaxWaiters: 100,
