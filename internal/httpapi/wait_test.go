@@ -36,7 +36,7 @@ type replicaPair struct {
 	t           testing.TB
 	a, b        *httpapi.Server
 	urlA, urlB  string
-	key, reader string // plain API keys of tenant acme: read+write+admin, and read only
+	key, reader string       // plain API keys of tenant acme: read+write+admin, and read only
 	st          *store.Store // replica a's store
 }
 

@@ -199,4 +199,7 @@ func (k keys) webhookTenants() string { return k.prefix + ":webhook-tenants" }
 // plus gap entries ("g") where it was not. The sweeper trims it by time and
 // length and moves the meta field cm, the id up to which it may have lost
 // entries, along. It carries the record's tag, so it is in the script's slot.
+// The scripts of changes name it, and the change channel, from the meta key
+// (lib.lua, changelog_add): meta, changes and changeLog keep their endings
+// ":m", ":w" and ":cl" (TestChangeLogNamedFromMeta).
 func (k keys) changeLog(tag string) string { return k.prefix + ":" + tag + ":cl" }

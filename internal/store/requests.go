@@ -137,7 +137,7 @@ func (a createArgs) call(k keys) scriptCall {
 		keys = append(keys, a.idem)
 	}
 	return scriptCall{keys, []any{a.id, a.now, a.rec, a.fp, a.stale, a.typ, a.by, k.indexHeads(a.tag),
-		k.labelIndexPrefix(a.tag), string(a.labels), k.changeLog(a.tag), k.changes(a.tag)}}
+		k.labelIndexPrefix(a.tag), string(a.labels)}}
 }
 
 // uuidTime is the millisecond timestamp of a UUIDv7.
@@ -473,7 +473,7 @@ func (c transitionCall) call(k keys) scriptCall {
 		keys = append(keys, c.idem)
 	}
 	return scriptCall{keys, []any{statusCode[c.to], c.now, c.by, c.payload, c.resultType, statusCode[c.guard],
-		c.fp, c.id, c.createdAt, k.retentionBucketPrefix(c.tag), k.indexPrefix(c.tag), k.indexHeads(c.tag), k.changeLog(c.tag)}}
+		c.fp, c.id, c.createdAt, k.retentionBucketPrefix(c.tag), k.indexPrefix(c.tag), k.indexHeads(c.tag)}}
 }
 
 // Delete removes a request and everything that belongs to it; its audit

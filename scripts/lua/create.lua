@@ -21,9 +21,8 @@
 -- ARGV[9] label index prefix (keys.labelIndexPrefix; same slot), ARGV[10] the
 --         labels ("name=value" pairs joined by ",", "" for none): one queued
 --         label index entry per label (label_move)
--- ARGV[11] change log (keys.changeLog), ARGV[12] change channel (keys.changes),
---         both of this tag: while the shard is watched (meta field cw, read with
---         the same HMGET), the create is logged and announced (changelog_add)
+-- While the shard is watched (meta field cw, read with the same HMGET), the
+-- create is logged and announced for watches (changelog_add).
 -- Constants (store.New, through luaConstants in scripts.go): IDEMPOTENCY_TTL (ms), OUTBOX_BOUND (XADD MAXLEN ~),
 -- AUDIT_BOUND (the audit entry: audit_add), RL_WRITE_LIMIT, RL_WRITE_WINDOW (ms, a
 -- string), RL_TENANT_LIMIT, RL_TENANT_WINDOW.
@@ -72,5 +71,5 @@ label_move(ARGV[9], ARGV[10], nil, S_QUEUED, id, now)
 if not m[3] then rcall('HSET', meta, 't:' .. ARGV[6], '1') end
 if m[2] then emit_webhooks(hooks, outbox, OUTBOX_BOUND, S_QUEUED, id, now, rec) end
 if AUDIT_BOUND > 0 then audit_add(KEYS[6], meta, id, '1', '1', '', S_QUEUED, ARGV[7], now, ARGV[6], '') end
-if m[4] then changelog_add(ARGV[11], ARGV[12], m[4], id, '1', now, rec) end
+if m[4] then changelog_add(meta, true, m[4], id, '1', now, rec) end
 return '0' .. rl

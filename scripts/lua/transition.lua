@@ -35,8 +35,8 @@
 --          score in the new status's summary is raised to created_at (the old
 --          status's is left high: one command per move, not two; sweep.lua drops
 --          it once the type's requests are gone)
--- ARGV[13] change log (keys.changeLog, this tag): every applied call is logged
---          there while the shard is watched (meta field cw; changelog_add)
+-- Every applied call is logged for watches while the shard is watched (meta
+-- field cw; changelog_add).
 -- The configuration comes as constants (store.New, through luaConstants in scripts.go):
 -- QUEUED_TIMEOUT, PROCESSING_TIMEOUT, RETENTION (ms, 0 = forever), each with its
 -- per-type ";t=ms;" string (..._BY_TYPE), IDEMPOTENCY_TTL (ms), OUTBOX_BOUND
@@ -171,7 +171,7 @@ if AUDIT_BOUND > 0 then audit_add(KEYS[8], meta, id, f[F_VERSION], audit_seq(f[F
 -- there are endpoints at all is cheaper than reading an absent filter hash;
 -- the same read tells whether the shard is watched (cw)
 local mw = rcall('HMGET', meta, 'wh', 'cw')
-if mw[2] then changelog_add(ARGV[13], nil, mw[2], id, f[F_VERSION], now, rec) end
+if mw[2] then changelog_add(meta, false, mw[2], id, f[F_VERSION], now, rec) end
 -- every applied call changes the version (a heartbeat too): wake the waiters
 -- (and the watches, whose log entry is written by now)
 rcall(PUBLISH, KEYS[9], id .. ',' .. f[F_VERSION])
