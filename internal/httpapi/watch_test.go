@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/asyncstatus/asyncstatus/internal/auth"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/store"
@@ -245,5 +247,74 @@ func TestWatchBadParameters(t *testing.T) {
 	if r := do(t, "GET", p.urlA+"/v1/requests?watch=false", "", 5*time.Second, "Authorization", "Bearer "+p.reader); r.code != 200 ||
 		!strings.Contains(string(r.body), `"items"`) {
 		t.Fatalf("watch=false: %d %s", r.code, r.body)
+	}
+}
+
+// TestWatchSurvivesAClusterFailover: watches held while the master of the
+// tenant's first shard is killed report every change acknowledged after it
+// (the hub resubscribes on the promoted replica, and each feed reads the log
+// again from where it was), none twice.
+func TestWatchSurvivesAClusterFailover(t *testing.T) {
+	c := testenv.StartCluster(t)
+	be := testenv.Backend{Name: "private-cluster", Client: func(tb testing.TB) redis.UniversalClient {
+		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ClusterStateReloadInterval: 500 * time.Millisecond})
+		tb.Cleanup(func() { _ = rdb.Close() })
+		return rdb
+	}, AutoPipeline: true}
+	p := newReplicaPair(t, be, nil, func(o *store.Options) { o.TenantShards = 4 })
+	auth := []string{"Authorization", "Bearer " + p.key}
+	const n = 6
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i], _ = p.create(t)
+	}
+	var watches []*liveWatch
+	for range 3 {
+		watches = append(watches, openWatch(t, p.urlA+"/v1/requests?watch=true", "Authorization", "Bearer "+p.reader))
+	}
+	waitWaiting(t, p.a, len(watches))
+	c.Node(c.MasterOf("{acme}")).Stop()
+	deadline := time.Now().Add(30 * time.Second)
+	var acked []string
+	for _, id := range ids {
+		for {
+			r := do(t, "POST", p.urlB+"/v1/requests/"+id+"/processing", "", 5*time.Second, auth...)
+			if r.code == 200 {
+				acked = append(acked, ch(r.request(t)))
+				break
+			}
+			if r.code != 503 || time.Now().After(deadline) {
+				t.Fatalf("transition during the failover: %d %s", r.code, r.body)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	for i, w := range watches {
+		// every acknowledged change, maybe among changes whose answer was lost (503)
+		want := map[string]bool{}
+		for _, a := range acked {
+			want[a] = true
+		}
+		seen := map[string]bool{}
+		deadline := time.After(30 * time.Second)
+		for len(want) > 0 {
+			select {
+			case e, ok := <-w.events:
+				if !ok {
+					t.Fatalf("watch %d ended; still missing %v", i, want)
+				}
+				got := changes(t, []sseEvent{e})[0]
+				if got == "reset" {
+					t.Fatalf("watch %d reset", i)
+				}
+				if seen[got] {
+					t.Fatalf("watch %d: %s twice", i, got)
+				}
+				seen[got] = true
+				delete(want, got)
+			case <-deadline:
+				t.Fatalf("watch %d: missing %v after the failover", i, want)
+			}
+		}
 	}
 }
