@@ -149,6 +149,11 @@ func (c *Client) watchOnce(ctx context.Context, o WatchOptions, s *watchState, y
 		if r.retry > 0 {
 			s.reconnect = r.retry
 		}
+		if r.lastID != "" {
+			// also an id with no event: the service moves a filtered
+			// watch's position past changes the filter dropped
+			s.lastID = r.lastID
+		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = nil

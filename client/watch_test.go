@@ -143,10 +143,10 @@ func TestWatchResumesByItself(t *testing.T) {
 			return
 		}
 		switch n {
-		case 0: // two changes, then the stream ends
+		case 0: // two changes, a keep-alive that moves the position, then the stream ends
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = io.WriteString(w, "retry: 50\n\n: keep-alive\n\nid: p1\nevent: request\ndata: "+rep("a", 1)+"\n\n"+
-				"id: p2\nevent: request\ndata: "+rep("b", 1)+"\n\n")
+				"id: p2\nevent: request\ndata: "+rep("b", 1)+"\n\nid: p2b\n: keep-alive\n\n")
 		case 1: // resumed: a reset, then a change
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = io.WriteString(w, "retry: 50\n\nid: p3\nevent: reset\ndata: {}\n\nid: p4\nevent: request\ndata: "+rep("a", 2)+"\n\n")
@@ -182,7 +182,7 @@ func TestWatchResumesByItself(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if fmt.Sprint(lastIDs) != fmt.Sprint([]string{"", "p2", "p4"}) {
+	if fmt.Sprint(lastIDs) != fmt.Sprint([]string{"", "p2b", "p4"}) {
 		t.Fatalf("Last-Event-ID sent: %q", lastIDs)
 	}
 }

@@ -104,12 +104,16 @@ func (s *Server) runWatch(sw *sseWriter, w domain.TenantWatch) {
 	end := time.Now().Add(s.opts.Wait.StreamMax)
 	beat := s.beats.join()
 	defer s.beats.leave()
+	sent := w.Position() // the position the client will resume from
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Wait.ReadTimeout)
 		evs, wake, err := w.Next(ctx)
 		cancel()
-		if len(evs) > 0 && !sw.write(watchChunk(evs)) {
-			return
+		if len(evs) > 0 {
+			if !sw.write(watchChunk(evs)) {
+				return
+			}
+			sent = evs[len(evs)-1].ID
 		}
 		if err != nil {
 			return // Redis away: the client resumes from its last event
@@ -118,10 +122,16 @@ func (s *Server) runWatch(sw *sseWriter, w domain.TenantWatch) {
 		case <-wake:
 		case <-beat:
 			beat = s.beats.next()
-			if !time.Now().Before(end) {
-				return
+			// A watch whose filter dropped the latest changes moves its
+			// client's position past them with the keep-alive: an id field
+			// with no data sets EventSource's last event id without an
+			// event, so a quiet filtered watch resumes from now, not from its
+			// last event (which the log may have trimmed by then).
+			chunk := []byte(keepAliveChunk)
+			if pos := w.Position(); pos != sent {
+				chunk, sent = appendChunk(nil, []byte("id: "+pos+"\n: keep-alive\n\n")), pos
 			}
-			if !sw.write([]byte(keepAliveChunk)) {
+			if !sw.write(chunk) || !time.Now().Before(end) {
 				return
 			}
 		case <-s.stopping:

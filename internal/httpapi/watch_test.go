@@ -23,7 +23,10 @@ import (
 type liveWatch struct {
 	res    *http.Response
 	events chan sseEvent
-	cancel context.CancelFunc
+	// positions are the ids of blocks without data (a keep-alive that moves
+	// the position of a filtered watch), the latest kept
+	positions chan string
+	cancel    context.CancelFunc
 }
 
 func openWatch(t testing.TB, url string, hdr ...string) *liveWatch {
@@ -42,7 +45,7 @@ func openWatch(t testing.TB, url string, hdr ...string) *liveWatch {
 		cancel()
 		t.Fatalf("watch %s: %d %v", url, res.StatusCode, res.Header)
 	}
-	w := &liveWatch{res: res, events: make(chan sseEvent, 1000), cancel: cancel}
+	w := &liveWatch{res: res, events: make(chan sseEvent, 1000), positions: make(chan string, 1), cancel: cancel}
 	go func() {
 		defer close(w.events)
 		sc := bufio.NewScanner(res.Body)
@@ -54,6 +57,12 @@ func openWatch(t testing.TB, url string, hdr ...string) *liveWatch {
 			case line == "":
 				if cur.event != "" {
 					w.events <- cur
+				} else if cur.id != "" {
+					select { // keep the latest
+					case <-w.positions:
+					default:
+					}
+					w.positions <- cur.id
 				}
 				cur = sseEvent{}
 			case strings.HasPrefix(line, ":"), strings.HasPrefix(line, "retry: "):
@@ -225,6 +234,34 @@ func TestWatchRoute(t *testing.T) {
 				t.Fatalf("status filter: %q, want %s", got, ch(rbDone))
 			}
 		})
+	}
+}
+
+// TestWatchKeepAliveMovesThePosition: a watch whose filter drops the latest
+// changes moves its client's position past them with a keep-alive (an id
+// with no data), so that resuming from it replays only later changes.
+func TestWatchKeepAliveMovesThePosition(t *testing.T) {
+	p := newReplicaPair(t, testenv.Backends()[1], nil, nil)
+	w := openWatch(t, p.urlA+"/v1/requests?watch=true&type=rare", "Authorization", "Bearer "+p.reader)
+	rare := p.mk(t, p.key, `{"type":"rare"}`)
+	first := w.take(t, 1)[0]
+	for range 3 {
+		p.mk(t, p.key, `{"type":"common"}`)
+	}
+	var pos string
+	deadline := time.After(10 * time.Second)
+	for pos == "" || pos == first.id {
+		select {
+		case pos = <-w.positions:
+		case <-deadline:
+			t.Fatalf("no keep-alive moved the position past %s", first.id)
+		}
+	}
+	w.close()
+	again := ch(p.move(t, rare.ID, "cancel", ""))
+	w2 := openWatch(t, p.urlB+"/v1/requests?watch=true", "Authorization", "Bearer "+p.reader, "Last-Event-ID", pos)
+	if got := changes(t, w2.take(t, 1)); got[0] != again {
+		t.Fatalf("resumed from the keep-alive's position: %q, want only %s", got, again)
 	}
 }
 

@@ -515,9 +515,10 @@ export class Client {
         );
         if (!res.ok) throw await problemOf(res);
         if (!res.body) throw new TypeError("asyncstatus: watch answered without a body");
-        for await (const ev of readSSE(res.body, (ms) => (reconnect = ms))) {
+        // every id counts, one without an event too: the service moves a
+        // filtered watch's position past changes the filter dropped
+        for await (const ev of readSSE(res.body, (ms) => (reconnect = ms), (id) => (lastId = id))) {
           if (ev.id === undefined) continue;
-          lastId = ev.id;
           if (ev.event === "reset") {
             got++;
             yield { id: ev.id, reset: true };

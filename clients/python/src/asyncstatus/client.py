@@ -630,7 +630,7 @@ class Client:
         """
         q = self._list_query(type, status, None, None, label_selector, None, None)
         q["watch"] = "true"
-        last_id = last_event_id
+        pos = [last_event_id or ""]  # every id, one without an event too (a filtered watch's position)
         reconnect = 2.0
         errs = 0
         pace = RetryPolicy(min_backoff=self._retry.min_backoff, max_backoff=max_backoff)
@@ -641,8 +641,8 @@ class Client:
             conn: Optional[http.client.HTTPConnection] = None
             try:
                 headers = {"Cache-Control": "no-store"}
-                if last_id:
-                    headers["Last-Event-ID"] = last_id
+                if pos[0]:
+                    headers["Last-Event-ID"] = pos[0]
                 conn, res, sock = self._send("GET", "/v1/requests", query=q, headers=headers,
                                              accept="text/event-stream", timeout=self._stream_read_timeout)
 
@@ -655,12 +655,11 @@ class Client:
                 ct = res.headers.get("Content-Type") or ""
                 if not ct.startswith("text/event-stream"):
                     raise AsyncStatusError(res.status, None, "watch answered %r, not text/event-stream" % ct)
-                for ev_id, ev_type, data, retry in _sse_events(res, before_read):
+                for ev_id, ev_type, data, retry in _sse_events(res, before_read, lambda i: pos.__setitem__(0, i)):
                     if retry is not None:
                         reconnect = retry
                     if ev_id is None:
                         continue  # only a retry: field
-                    last_id = ev_id
                     if ev_type == "reset":
                         got += 1
                         yield WatchEvent(id=ev_id, request=None, reset=True)
@@ -907,7 +906,8 @@ class Client:
 
 
 def _sse_events(res: http.client.HTTPResponse,
-                before_read: Callable[[], None]) -> Iterator[Tuple[Optional[str], str, str, Optional[float]]]:
+                before_read: Callable[[], None],
+                on_id: Optional[Callable[[str], None]] = None) -> Iterator[Tuple[Optional[str], str, str, Optional[float]]]:
     """Parses text/event-stream (WHATWG HTML §9.2.6): yields (last event id, event
     type, data, retry seconds) per dispatched event, and (None, "", "", retry)
     for a retry: field met outside an event. Comments and events without data
@@ -943,6 +943,8 @@ def _sse_events(res: http.client.HTTPResponse,
             elif name == "id":
                 if "\0" not in value:
                     last_id = value
+                    if on_id is not None:  # also an id of an event without data
+                        on_id(value)
             elif name == "retry":
                 if value.isdigit():
                     yield None, "", "", int(value) / 1000.0
