@@ -250,3 +250,60 @@ func TestWatchResumes(t *testing.T) {
 		}
 	})
 }
+
+// A position the log no longer holds whole resets: past wait.replay_entries
+// (the sweeper trims the log to that length), or from before a time the
+// tenant was not watched (nothing was logged then).
+func TestWatchResetsWhenTheLogCannotReplay(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		f := newFixture(t, b, func(o *store.Options) { o.ReplayWindow = time.Minute; o.ChangeLogEntries = 3 })
+		h := newHub(t, f.s)
+		w, err := h.WatchTenant(ctx, domain.WatchParams{Tenant: "acme"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		createLabelled(t, f.s, "acme", "export", "")
+		_, pos := collect(t, w, 1, 10*time.Second)
+		w.Close()
+		resume := func(what string) {
+			t.Helper()
+			w, err := h.WatchTenant(ctx, domain.WatchParams{Tenant: "acme", LastEventID: pos})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			live := createLabelled(t, f.s, "acme", "export", "")
+			got, last := collect(t, w, 2, 10*time.Second)
+			if got[0] != "reset" || got[1] != changeOf(live) {
+				t.Fatalf("%s: got %q, want a reset then %s", what, got, changeOf(live))
+			}
+			pos = last
+		}
+		// within the length, nothing trimmed: replayed
+		sweep := func() {
+			if err := f.s.NewSweeper(store.SweeperOptions{Log: quiet()}).Tick(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := createLabelled(t, f.s, "acme", "export", "")
+		sweep()
+		w2, err := h.WatchTenant(ctx, domain.WatchParams{Tenant: "acme", LastEventID: pos})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := collect(t, w2, 1, 10*time.Second); got[0] != changeOf(r) {
+			t.Fatalf("within the bounds: %q, want %s", got, changeOf(r))
+		}
+		w2.Close()
+		// past the length
+		for range 4 * f.shards {
+			createLabelled(t, f.s, "acme", "export", "")
+		}
+		sweep()
+		resume("past wait.replay_entries")
+		// the log off: every watch gone for longer than it keeps logging
+		f.clock.Add(2 * time.Minute)
+		createLabelled(t, f.s, "acme", "export", "") // not logged
+		resume("after the log was off")
+	})
+}
