@@ -155,6 +155,8 @@ func storeOptions(cfg config.Config) store.Options {
 		WaitReplicas:   cfg.Redis.WaitReplicas, WaitTimeout: cfg.Redis.WaitTimeout,
 		AutoPipeline: cfg.Redis.AutoPipeline,
 		TenantShards: cfg.Redis.Shards(),
+		// watches' change logs (docs/reference.md §16)
+		ReplayWindow: cfg.Wait.ReplayWindow, ChangeLogEntries: cfg.Wait.ReplayEntries,
 		// buckets as wide as a sweep interval: index entries go within two intervals
 		RetentionBucket: cfg.Lifecycle.SweepInterval,
 	}

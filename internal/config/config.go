@@ -148,6 +148,14 @@ type Wait struct {
 	// StreamMax ends an event stream after this long; the client resumes with
 	// Last-Event-ID. default: 10m.
 	StreamMax time.Duration `yaml:"stream_max"`
+	// ReplayWindow is how long a watch of many requests (docs/reference.md §16)
+	// may resume from its Last-Event-ID: each tenant shard's change log keeps
+	// that long while watched. default: 10m.
+	ReplayWindow time.Duration `yaml:"replay_window"`
+	// ReplayEntries bounds each tenant shard's change log too; a watch
+	// resuming from before what was trimmed starts with a reset.
+	// default: 20000.
+	ReplayEntries int `yaml:"replay_entries"`
 }
 
 // Auth tunes credentials.

@@ -480,7 +480,7 @@ func TestValidateAcceptsEdges(t *testing.T) {
 	c.Retention.ByType = map[string]time.Duration{"x": 0}
 	c.Log = Log{Format: "text", Level: "debug"}
 	c.HTTP.CORS.AllowedOrigins = []string{"*", "https://app.example.com", "http://localhost:3000", "http://[::1]:8080"}
-	c.Wait = Wait{Max: time.Second, MaxWaiters: 0, Heartbeat: time.Millisecond, StreamMax: time.Second}
+	c.Wait = Wait{Max: time.Second, MaxWaiters: 0, Heartbeat: time.Millisecond, StreamMax: time.Second, ReplayWindow: time.Second, ReplayEntries: 1}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}

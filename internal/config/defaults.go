@@ -88,6 +88,8 @@ func Defaults() Config {
 			MaxWaitersPerCredential: 100,
 			Heartbeat:               defaults.WaitHeartbeat,
 			StreamMax:               defaults.StreamMax,
+			ReplayWindow:            defaults.ReplayWindow,
+			ReplayEntries:           defaults.ReplayEntries,
 		},
 		Tracing: Tracing{
 			SampleRatio: 1.0,

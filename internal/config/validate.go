@@ -305,6 +305,10 @@ func (w *Wait) validate(p *problems) {
 	}
 	p.positive("wait.heartbeat", w.Heartbeat)
 	p.positive("wait.stream_max", w.StreamMax)
+	p.positive("wait.replay_window", w.ReplayWindow)
+	if w.ReplayEntries < 1 {
+		p.add("wait.replay_entries", "must be at least 1, got %d", w.ReplayEntries)
+	}
 }
 
 func (a *Auth) validate(p *problems) {

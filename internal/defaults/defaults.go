@@ -40,6 +40,11 @@ const (
 	WaitMax       = 25 * time.Second
 	WaitHeartbeat = 15 * time.Second
 	StreamMax     = 10 * time.Minute
+	// ReplayWindow is how long a watch of many requests may resume
+	// (wait.replay_window, docs/reference.md §16), and ReplayEntries the most
+	// changes each tenant shard's change log keeps (wait.replay_entries).
+	ReplayWindow  = 10 * time.Minute
+	ReplayEntries = 20000
 )
 
 // Webhooks (config webhooks.*; webhook.DispatcherOptions).

@@ -24,6 +24,9 @@ func (s *Server) list(c *fiber.Ctx) error {
 	c.Context().QueryArgs().VisitAll(func(k, v []byte) {
 		values[string(k)] = append(values[string(k)], string(v)) // string() copies
 	})
+	if wire.WantsWatch(values) {
+		return s.watchList(c, values) // docs/reference.md §16 (watch.go)
+	}
 	f, err := wire.DecodeListQuery(values)
 	if err != nil {
 		return err

@@ -37,7 +37,8 @@ type replicaPair struct {
 	t           testing.TB
 	a, b        *httpapi.Server
 	urlA, urlB  string
-	key, reader string // plain API keys of tenant acme: read+write+admin, and read only
+	key, reader string       // plain API keys of tenant acme: read+write+admin, and read only
+	st          *store.Store // replica a's store
 }
 
 var pollSecretForTests = []byte("0123456789abcdef0123456789abcdef")
@@ -59,7 +60,7 @@ func newReplicaPair(t testing.TB, be testenv.Backend, mod func(*app.Options), sm
 			t.Fatal(err)
 		}
 		if i == 0 {
-			first = st
+			first, p.st = st, st
 		}
 		srv, url := serveWaits(t, st, time.Second, mod)
 		if i == 0 {

@@ -52,6 +52,7 @@ type Hub struct {
 	shards   map[string]*hubShard   // by node address ("" off a Cluster)
 	watches  int
 	closed   bool
+	feeds    map[string]*tenantFeed // by tenant: the watches of many requests (watch.go)
 	// failing is set from a failed subscription until one is confirmed again,
 	// so that an outage logs once, not once per attempt.
 	failing bool
@@ -91,7 +92,13 @@ type hubChannel struct {
 	failing      bool          // the last attempt to subscribe failed: Watch fails at once
 	ids          map[string]*hubID
 	idleSince    time.Time // when the last watch left (zero while watched)
+	// listeners hear of every announcement on the channel and of every
+	// resubscription: the tenant feeds of watches (watch.go).
+	listeners map[*feedShard]struct{}
 }
+
+// unused reports whether nothing follows the channel any more.
+func (ch *hubChannel) unused() bool { return len(ch.ids) == 0 && len(ch.listeners) == 0 }
 
 // hubID is one watched request.
 type hubID struct {
@@ -310,7 +317,7 @@ func (h *Hub) forgetLocked(w *hubID) {
 	if ch.ids[w.id] == w {
 		delete(ch.ids, w.id)
 	}
-	if len(ch.ids) == 0 {
+	if ch.unused() {
 		ch.idleSince = time.Now()
 	}
 }
@@ -427,7 +434,7 @@ func (h *Hub) unplaced() []*hubChannel {
 		if ch.shard != nil {
 			continue
 		}
-		if len(ch.ids) == 0 {
+		if ch.unused() {
 			delete(h.channels, name)
 			continue
 		}
@@ -500,7 +507,7 @@ func (h *Hub) unsubscribeIdle() {
 	var closing []*hubShard
 	h.mu.Lock()
 	for name, ch := range h.channels {
-		if len(ch.ids) != 0 || ch.idleSince.IsZero() || time.Since(ch.idleSince) < h.opts.Linger {
+		if !ch.unused() || ch.idleSince.IsZero() || time.Since(ch.idleSince) < h.opts.Linger {
 			continue
 		}
 		delete(h.channels, name)
@@ -649,6 +656,9 @@ func (h *Hub) confirmed(sh *hubShard, name string, at time.Time) {
 		for _, w := range ch.ids {
 			h.refreshLocked(w, at)
 		}
+		for l := range ch.listeners {
+			l.refresh()
+		}
 	}
 }
 
@@ -684,6 +694,9 @@ func (h *Hub) announced(name, payload string, at time.Time) {
 	ch := h.channels[name]
 	if ch == nil {
 		return
+	}
+	for l := range ch.listeners {
+		l.refresh()
 	}
 	if id, _, ok := strings.Cut(payload, ","); ok && validID(id) {
 		if w := ch.ids[id]; w != nil {

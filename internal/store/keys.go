@@ -195,3 +195,15 @@ func (k keys) webhookLog(tag, id string) string { return k.prefix + ":" + tag + 
 // dispatchers walk it. Outside every tenant slot: written with single-key SADD
 // and SREM only, never in a script.
 func (k keys) webhookTenants() string { return k.prefix + ":webhook-tenants" }
+
+// changeLog: stream of the changes of one tenant shard for watches
+// (docs/reference.md §16; watch.go): one entry per create, transition and
+// heartbeat ("i" request id, "r" the record as the change left it), written
+// by the script of the change while the shard is watched (meta field cw),
+// plus gap entries ("g") where it was not. The sweeper trims it by time and
+// length and moves the meta field cm, the id up to which it may have lost
+// entries, along. It carries the record's tag, so it is in the script's slot.
+// The scripts of changes name it, and the change channel, from the meta key
+// (lib.lua, changelog_add): meta, changes and changeLog keep their endings
+// ":m", ":w" and ":cl" (TestChangeLogNamedFromMeta).
+func (k keys) changeLog(tag string) string { return k.prefix + ":" + tag + ":cl" }

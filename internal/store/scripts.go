@@ -37,6 +37,7 @@ type script struct {
 type scripts struct {
 	create, transition, poll, remove, sweep, list, reapply, rate *script
 	listLabels, lookup, counts                                   *script
+	changelogArm, changelogRead, changelogTrim                   *script
 	webhookRegister, webhookDelete, webhookClaim                 *script
 	webhookSettle, webhookPrune, webhookReseal                   *script
 }
@@ -58,6 +59,9 @@ var registry = []struct {
 	{"lookup.lua", false, func(s *scripts) **script { return &s.lookup }},
 	{"counts.lua", false, func(s *scripts) **script { return &s.counts }},
 	{"reapply.lua", false, func(s *scripts) **script { return &s.reapply }},
+	{"changelog_arm.lua", false, func(s *scripts) **script { return &s.changelogArm }},
+	{"changelog_read.lua", false, func(s *scripts) **script { return &s.changelogRead }},
+	{"changelog_trim.lua", false, func(s *scripts) **script { return &s.changelogTrim }},
 	{"rate.lua", false, func(s *scripts) **script { return &s.rate }},
 	{"webhook_register.lua", false, func(s *scripts) **script { return &s.webhookRegister }},
 	{"webhook_delete.lua", false, func(s *scripts) **script { return &s.webhookDelete }},

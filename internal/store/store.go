@@ -90,6 +90,13 @@ type Options struct {
 	// be raised later (older requests stay where they are, and are found), never
 	// lowered: listings and the sweeper cover shards 0..S-1 only. default: 1.
 	TenantShards int
+	// ReplayWindow is how long a watch's position may be resumed
+	// (wait.replay_window, docs/reference.md §16): the change logs keep that
+	// long (watch.go), trimmed by the sweeper. default: 10m.
+	ReplayWindow time.Duration
+	// ChangeLogEntries bounds each tenant shard's change log too
+	// (wait.replay_entries); the sweeper trims it to that length. default: 20000.
+	ChangeLogEntries int
 }
 
 // ScriptObserver learns how each Lua script call went. name is the script's file
@@ -183,6 +190,12 @@ func New(rdb redis.UniversalClient, o Options) (*Store, error) {
 	}
 	if o.TenantShards <= 0 {
 		o.TenantShards = 1
+	}
+	if o.ReplayWindow < time.Millisecond {
+		o.ReplayWindow = defaults.ReplayWindow
+	}
+	if o.ChangeLogEntries <= 0 {
+		o.ChangeLogEntries = defaults.ReplayEntries
 	}
 	if o.TenantShards > MaxTenantShards {
 		return nil, fmt.Errorf("store: %d tenant shards, at most %d", o.TenantShards, MaxTenantShards)

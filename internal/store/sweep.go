@@ -32,12 +32,20 @@ func (s *Store) SweepPage(ctx context.Context, cursor uint64, now time.Time, bat
 		return nil, 0, backend("sweep: list tenants", err)
 	}
 	var units []domain.SweepDue
+	var tags []string
 	for _, t := range tenants {
 		for _, tag := range s.tenantTags(t) {
 			units = append(units, domain.SweepDue{Tenant: t, Tag: tag})
+			tags = append(tags, tag)
 		}
 	}
+	// The watches' change logs are trimmed by time and length here, never by
+	// the writes that fill them (watch.go).
+	trimErr := s.trimChangeLogs(ctx, tags, now)
 	due, err = s.due(ctx, units, now, batch)
+	if err == nil {
+		err = trimErr
+	}
 	return due, next, err
 }
 

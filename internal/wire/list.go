@@ -11,7 +11,8 @@ import (
 
 // listParams are the query parameters GET /v1/requests accepts.
 var listParams = map[string]bool{"type": true, "status": true, "created_after": true,
-	"created_before": true, "limit": true, "cursor": true, "label_selector": true, "ids": true}
+	"created_before": true, "limit": true, "cursor": true, "label_selector": true, "ids": true,
+	"watch": true} // watch=true is a watch (watch.go); watch=false a listing
 
 // DecodeListQuery validates the query of GET /v1/requests. values holds every
 // value each parameter was given, in order. An empty value counts as absent;
@@ -27,10 +28,13 @@ func DecodeListQuery(values map[string][]string) (domain.ListFilter, error) {
 	sort.Strings(names)
 	for _, name := range names {
 		if !listParams[name] {
-			v.add(name, "unknown query parameter (known: type, status, created_after, created_before, limit, cursor, label_selector, ids)")
+			v.add(name, "unknown query parameter (known: type, status, created_after, created_before, limit, cursor, label_selector, ids, watch)")
 		} else if name != "status" && len(nonEmpty(values[name])) > 1 {
 			v.add(name, "must be given at most once")
 		}
+	}
+	if w := first(values["watch"]); w != "" && w != "false" {
+		v.add("watch", "must be true or false")
 	}
 	f := domain.ListFilter{Limit: domain.DefaultListLimit}
 	if _, ok := values["ids"]; ok && len(v.errs) == 0 {

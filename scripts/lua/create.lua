@@ -21,6 +21,8 @@
 -- ARGV[9] label index prefix (keys.labelIndexPrefix; same slot), ARGV[10] the
 --         labels ("name=value" pairs joined by ",", "" for none): one queued
 --         label index entry per label (label_move)
+-- While the shard is watched (meta field cw, read with the same HMGET), the
+-- create is logged and announced for watches (changelog_add).
 -- Constants (store.New, through luaConstants in scripts.go): IDEMPOTENCY_TTL (ms), OUTBOX_BOUND (XADD MAXLEN ~),
 -- AUDIT_BOUND (the audit entry: audit_add), RL_WRITE_LIMIT, RL_WRITE_WINDOW (ms, a
 -- string), RL_TENANT_LIMIT, RL_TENANT_WINDOW.
@@ -34,11 +36,12 @@
 --- @include "emit_webhooks"
 --- @include "audit_add"
 --- @include "label_move"
+--- @include "changelog_add"
 local record, meta, qset, hooks, outbox, idem =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[7]
 local id, now, rec = ARGV[1], ARGV[2], ARGV[3]
 
-local m = rcall('HMGET', meta, 'fz', 'wh', 't:' .. ARGV[6])
+local m = rcall('HMGET', meta, 'fz', 'wh', 't:' .. ARGV[6], 'cw')
 if m[1] == '1' then return '2' end
 
 -- the write limits, before anything is written
@@ -68,4 +71,5 @@ label_move(ARGV[9], ARGV[10], nil, S_QUEUED, id, now)
 if not m[3] then rcall('HSET', meta, 't:' .. ARGV[6], '1') end
 if m[2] then emit_webhooks(hooks, outbox, OUTBOX_BOUND, S_QUEUED, id, now, rec) end
 if AUDIT_BOUND > 0 then audit_add(KEYS[6], meta, id, '1', '1', '', S_QUEUED, ARGV[7], now, ARGV[6], '') end
+if m[4] then changelog_add(meta, true, m[4], id, '1', now, rec) end
 return '0' .. rl

@@ -303,3 +303,19 @@ local function merge_page(heap, head, fill, want, cid, rl)
   end
   return out
 end
+
+--- @include "rcall"
+-- changelog_add appends a change to the tenant shard's change log (watches,
+-- docs/reference.md §16) while the shard is watched: cw is the meta hash's
+-- field cw, until when (unix ms) a watch may still resume, nil when never.
+-- The log and the change channel are named from the meta hash's key
+-- ("<prefix>:<tag>:m" -> ":cl", ":w"; keys.changeLog), so that a write of a
+-- shard nobody watches passes no more arguments than before. announce: also
+-- announce the change on the channel, as transition.lua does already
+-- (create.lua has no waiters of its own to wake, only watches).
+local function changelog_add(meta, announce, cw, id, v, now, rec)
+  if not cw or tonumber(cw) < tonumber(now) then return end
+  local base = string.sub(meta, 1, -2)
+  rcall('XADD', base .. 'cl', '*', 'i', id, 'r', rec)
+  if announce then rcall(PUBLISH, base .. 'w', id .. ',' .. v) end
+end

@@ -35,6 +35,8 @@
 --          score in the new status's summary is raised to created_at (the old
 --          status's is left high: one command per move, not two; sweep.lua drops
 --          it once the type's requests are gone)
+-- Every applied call is logged for watches while the shard is watched (meta
+-- field cw; changelog_add).
 -- The configuration comes as constants (store.New, through luaConstants in scripts.go):
 -- QUEUED_TIMEOUT, PROCESSING_TIMEOUT, RETENTION (ms, 0 = forever), each with its
 -- per-type ";t=ms;" string (..._BY_TYPE), IDEMPOTENCY_TTL (ms), OUTBOX_BOUND
@@ -70,6 +72,7 @@
 --- @include "failure_code"
 --- @include "label_move"
 --- @include "bucket_entry"
+--- @include "changelog_add"
 local record, deadlines, buckets, pacing, meta, hooks, outbox, idem =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[10]
 local to, now, by, payload, guard, id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[6], ARGV[8]
@@ -164,11 +167,15 @@ end
 if idem then rcall('SET', idem, ARGV[7], 'PX', IDEMPOTENCY_TTL) end
 -- every applied call, heartbeats included, is an audit entry (AUDIT_BOUND: lib.lua)
 if AUDIT_BOUND > 0 then audit_add(KEYS[8], meta, id, f[F_VERSION], audit_seq(f[F_EVENTS]), from, to, by, now, f[F_TYPE], failure_code(to, payload)) end
--- every applied call changes the version (a heartbeat too): wake the waiters
-rcall(PUBLISH, KEYS[9], id .. ',' .. f[F_VERSION])
 -- the meta hash is small and read by every create and poll: asking it whether
--- there are endpoints at all is cheaper than reading an absent filter hash
-if from ~= to and rcall('HGET', meta, 'wh') then
+-- there are endpoints at all is cheaper than reading an absent filter hash;
+-- the same read tells whether the shard is watched (cw)
+local mw = rcall('HMGET', meta, 'wh', 'cw')
+if mw[2] then changelog_add(meta, false, mw[2], id, f[F_VERSION], now, rec) end
+-- every applied call changes the version (a heartbeat too): wake the waiters
+-- (and the watches, whose log entry is written by now)
+rcall(PUBLISH, KEYS[9], id .. ',' .. f[F_VERSION])
+if from ~= to and mw[1] then
   emit_webhooks(hooks, outbox, OUTBOX_BOUND, to, id, now, rec)
 end
 return '0' .. rl .. rec

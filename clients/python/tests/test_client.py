@@ -353,6 +353,57 @@ class Suite:
         # Resumed at the terminal version: nothing more to say.
         self.assertEqual(list(self.c.stream(cr.id, last_event_id="4")), [])
 
+    def test_watch(self) -> None:
+        t = unique_type("watch")
+        batch = {"batch": t.replace(".", "-")}
+        stop = threading.Event()
+
+        def markers() -> None:  # until the watch reports one: then it is held
+            while not stop.is_set():
+                self.c.create(t, labels={"batch": batch["batch"], "marker": "yes"})
+                time.sleep(0.05)
+
+        th = threading.Thread(target=markers, daemon=True)
+        th.start()
+        want: List[str] = []
+        got: List[str] = []
+        ids: List[str] = []
+        last = ""
+        key = lambda r: "%s v%d %s" % (r.id, r.version, r.status)  # noqa: E731
+        try:
+            for ev in self.c.watch(type=t, label_selector=batch):
+                self.assertFalse(ev.reset)
+                assert ev.request is not None
+                if ev.request.labels and ev.request.labels.get("marker"):
+                    if not want:  # held: make the changes now
+                        stop.set()
+                        th.join()
+                        for _ in range(3):
+                            cr = self.c.create(t, labels=batch)
+                            ids.append(cr.id)
+                            want.append(key(cr))
+                            self.c.create(t, labels={"batch": "other"})
+                            want.append(key(self.c.mark_processing(cr.id, 10, "go")))
+                    continue
+                got.append(key(ev.request))
+                last = ev.id
+                if len(got) == len(want):
+                    break
+        finally:
+            stop.set()
+            th.join()
+        self.assertEqual(sorted(got), sorted(want))
+        # resumed from the last event: exactly what came after it
+        want = [key(self.c.complete(ids[0])), key(self.c.create(t, labels=batch))]
+        got = []
+        for ev in self.c.watch(type=t, label_selector=batch, last_event_id=last):
+            self.assertFalse(ev.reset)
+            assert ev.request is not None
+            got.append(key(ev.request))
+            if len(got) == len(want):
+                break
+        self.assertEqual(sorted(got), sorted(want))
+
     def test_stream_timeout(self) -> None:
         cr = self.c.create(unique_type("streamtimeout"))
         seen: List[int] = []

@@ -148,6 +148,30 @@ export interface StreamOptions {
   signal?: AbortSignal;
 }
 
+/** Options of `watch`: the list's filters that apply to a change. */
+export interface WatchOptions {
+  type?: string;
+  /** Changes that left the request in one of these statuses. */
+  status?: Status | Status[];
+  /** Requests carrying every one of these labels (at most 4). */
+  labels?: Record<string, string>;
+  /** Resume after this event's id (a position from an earlier watch). default: live changes only. */
+  lastEventId?: string;
+  /** Cap of the backoff between reconnections after errors, ms. default: 30000. */
+  maxBackoff?: number;
+  /** Failed connections in a row (transport errors, 429, 503, a watch the service did not hold) before giving up. default: 10. */
+  maxErrors?: number;
+  signal?: AbortSignal;
+}
+
+/** One event of `watch`: a change (`request` as it left the request), or a reset (list again). */
+export interface WatchEvent {
+  /** The watch's position after this event: pass it as `lastEventId` to resume from here. */
+  id: string;
+  request?: AsyncRequest;
+  reset?: true;
+}
+
 type Query = Record<string, string | undefined>;
 interface Call extends CallOptions {
   query?: Query;
@@ -465,6 +489,66 @@ export class Client {
       if (!err && (got || Date.now() - start > reconnect)) errs = 0;
       else {
         if (++errs >= (o.maxErrors ?? 10)) throw err ?? new TypeError("asyncstatus: stream ended before any event");
+        const ra = err instanceof AsyncStatusError ? err.retryAfter : 0;
+        delay = Math.max(reconnect, backoff(errs, this.#retry.minBackoff, o.maxBackoff ?? 30000, ra));
+      }
+      await sleep(delay, o.signal);
+    }
+  }
+
+  /**
+   * Every change of the tenant's requests that the filters keep
+   * (GET /v1/requests?watch=true, read scope; docs/reference.md §16), as an
+   * async iterator: each create, transition and heartbeat, from any replica,
+   * each request's in order. A cut watch is resumed with Last-Event-ID, so no
+   * change is missed and none repeats; when the service can no longer replay
+   * what was missed, the next event is a reset (list again). Over fetch (an
+   * API key is sent as a header, which EventSource cannot). Breaking out of
+   * the loop or aborting the signal closes it.
+   */
+  async *watch(o: WatchOptions = {}): AsyncGenerator<WatchEvent, void, undefined> {
+    const query: Query = {
+      watch: "true",
+      type: o.type,
+      status: Array.isArray(o.status) ? o.status.join(",") : o.status,
+      label_selector: selector(o.labels),
+    };
+    let lastId = o.lastEventId ?? "";
+    let reconnect = 2000;
+    let errs = 0;
+    for (;;) {
+      let got = 0;
+      let err: unknown;
+      try {
+        const res = await this.#send(
+          "GET",
+          "/v1/requests",
+          { query, signal: o.signal, headers: lastId ? { "Last-Event-ID": lastId } : {} },
+          "text/event-stream",
+        );
+        if (!res.ok) throw await problemOf(res);
+        if (!res.body) throw new TypeError("asyncstatus: watch answered without a body");
+        // every id counts, one without an event too: the service moves a
+        // filtered watch's position past changes the filter dropped
+        for await (const ev of readSSE(res.body, (ms) => (reconnect = ms), (id) => (lastId = id))) {
+          if (ev.id === undefined) continue;
+          if (ev.event === "reset") {
+            got++;
+            yield { id: ev.id, reset: true };
+          } else if (!ev.event || ev.event === "request") {
+            got++;
+            yield { id: ev.id, request: JSON.parse(ev.data) as AsyncRequest };
+          }
+        }
+      } catch (e) {
+        if (o.signal?.aborted) throw o.signal.reason;
+        if (e instanceof AsyncStatusError && e.status !== 429 && e.status !== 503) throw e;
+        err = e;
+      }
+      let delay = reconnect;
+      if (!err && got) errs = 0;
+      else {
+        if (++errs >= (o.maxErrors ?? 10)) throw err ?? new TypeError("asyncstatus: the service did not hold the watch");
         const ra = err instanceof AsyncStatusError ? err.retryAfter : 0;
         delay = Math.max(reconnect, backoff(errs, this.#retry.minBackoff, o.maxBackoff ?? 30000, ra));
       }

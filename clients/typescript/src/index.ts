@@ -16,6 +16,8 @@ export type {
   RetryPolicy,
   StreamOptions,
   WaitOptions,
+  WatchEvent,
+  WatchOptions,
 } from "./client.js";
 export { AsyncStatusError, isProblem } from "./errors.js";
 export type { FieldError, ProblemCode } from "./errors.js";

@@ -12,11 +12,13 @@ export interface SSEEvent {
  * event that has data; an id with NUL is ignored; retry takes ASCII digits
  * only (reported through onRetry, in ms); a leading BOM is dropped; an event
  * not ended by a blank line is dropped. The body is cancelled when the caller
- * stops iterating.
+ * stops iterating. onId, when given, hears every id field, also one of an
+ * event without data (which moves the last event ID without an event).
  */
 export async function* readSSE(
   body: ReadableStream<Uint8Array>,
   onRetry: (ms: number) => void,
+  onId?: (id: string) => void,
 ): AsyncGenerator<SSEEvent> {
   const reader = body.getReader();
   const decoder = new TextDecoder();
@@ -53,7 +55,10 @@ export async function* readSSE(
         if (v[0] === " ") v = v.slice(1);
         if (field === "data") data.push(v);
         else if (field === "event") event = v;
-        else if (field === "id" && !v.includes("\0")) id = v;
+        else if (field === "id" && !v.includes("\0")) {
+          id = v;
+          onId?.(v);
+        }
         else if (field === "retry" && /^\d+$/.test(v)) onRetry(+v);
       }
     }

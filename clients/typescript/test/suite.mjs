@@ -332,6 +332,56 @@ export function apiSuite(store) {
       assert.equal(streams[1].headers["x-poll-token"], created.poll_token);
     });
 
+    test("watch: every change of the tenant's matching requests, then resumed from an event's id", async () => {
+      const type = uniqueType("watch");
+      const key = (r) => `${r.id} v${r.version} ${r.status}`;
+      // Markers until the watch reports one: then it is held.
+      let held = false;
+      const markers = (async () => {
+        while (!held) {
+          await api.create({ type, labels: { marker: "yes" } });
+          await sleep(50);
+        }
+      })();
+      const want = [];
+      const got = [];
+      const ids = [];
+      let last = "";
+      for await (const ev of api.watch({ type })) {
+        assert.ok(ev.id && !ev.reset, JSON.stringify(ev));
+        if (ev.request.labels?.marker) {
+          if (!held) {
+            held = true;
+            await markers;
+            for (let i = 0; i < 3; i++) {
+              const c = await api.create({ type });
+              ids.push(c.id);
+              want.push(key(c));
+              await api.create({ type: uniqueType("other") });
+              want.push(key(await api.markProcessing(c.id, { percent: 10 })));
+            }
+          }
+          continue;
+        }
+        got.push(key(ev.request));
+        last = ev.id;
+        if (got.length === want.length) break;
+      }
+      assert.deepEqual([...got].sort(), [...want].sort());
+      const missed = [key(await api.complete(ids[0], { result_type: "link", result: link })), key(await api.create({ type }))];
+      const again = [];
+      for await (const ev of api.watch({ type, lastEventId: last })) {
+        assert.ok(!ev.reset);
+        again.push(key(ev.request));
+        if (again.length === missed.length) break;
+      }
+      assert.deepEqual([...again].sort(), [...missed].sort());
+      const bad = await (async () => {
+        for await (const _ of api.watch({ type: "BAD!" })) return null;
+      })().catch((e) => e);
+      assert.equal(bad.code, "VALIDATION_FAILED");
+    });
+
     test("stream: breaking out of the loop closes the connection", async () => {
       const proxy = await viaProxy();
       const created = await api.create({ type: uniqueType("break") });

@@ -43,6 +43,7 @@ from .models import (
     PollResult,
     Progress,
     Request,
+    WatchEvent,
 )
 
 __version__ = "0.1.0"
@@ -54,6 +55,6 @@ __all__ = [
     "UnauthenticatedError", "ValidationError",
     "Job", "JobCancelled", "JobFailure", "DEFAULT_PROCESSING_TIMEOUT",
     "Answer", "Confirmation", "Created", "Event", "Failure", "Link", "Page", "PollResult",
-    "Progress", "Request",
+    "Progress", "Request", "WatchEvent",
     "QUEUED", "PROCESSING", "SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED", "TERMINAL",
 ]

@@ -33,6 +33,7 @@ from .models import (
     Progress,
     Request,
     Result,
+    WatchEvent,
     format_time,
     result_body,
 )
@@ -629,6 +630,96 @@ class Client:
             if left() <= 0:
                 raise WaitTimeout(request_id, timeout or 0, last)
 
+    def watch(
+        self,
+        *,
+        type: Optional[str] = None,
+        status: Union[str, Iterable[str], None] = None,
+        label_selector: Union[str, Dict[str, str], None] = None,
+        last_event_id: Optional[str] = None,
+        max_backoff: float = 30.0,
+        max_errors: int = 10,
+    ) -> Iterator[WatchEvent]:
+        """Yields every change of the tenant's requests that the filters keep
+        (GET /v1/requests?watch=true, read scope; docs/reference.md §16): each
+        create, transition and heartbeat, made on any replica, as a
+        :class:`WatchEvent` (``request`` as the change left it), each request's
+        changes in order. ``status`` keeps changes that left the request in one
+        of these statuses.
+
+        A watch the service ends (``wait.stream_max``, a restart) or that is cut
+        is resumed with ``Last-Event-ID``, so that no change is missed and none
+        repeated; when the service can no longer replay what was missed (older
+        than ``wait.replay_window``), the next event has ``reset`` set: list
+        again, then go on. ``last_event_id`` resumes from an event's ``id``
+        saved earlier. 429 and 503 are waited out; ``max_errors`` failed
+        connections in a row raise the last error; other error answers raise
+        at once. The generator runs until the caller stops iterating.
+        """
+        q = self._list_query(type, status, None, None, label_selector, None, None)
+        q["watch"] = "true"
+        pos = [last_event_id or ""]  # every id, one without an event too (a filtered watch's position)
+        reconnect = 2.0
+        errs = 0
+        pace = RetryPolicy(min_backoff=self._retry.min_backoff, max_backoff=max_backoff)
+        while True:
+            got = 0
+            err: Optional[BaseException] = None
+            retry_after: Optional[float] = None
+            conn: Optional[http.client.HTTPConnection] = None
+            try:
+                headers = {"Cache-Control": "no-store"}
+                if pos[0]:
+                    headers["Last-Event-ID"] = pos[0]
+                conn, res, sock = self._send("GET", "/v1/requests", query=q, headers=headers,
+                                             accept="text/event-stream", timeout=self._stream_read_timeout)
+
+                def before_read() -> None:
+                    if sock is not None:
+                        sock.settimeout(self._stream_read_timeout)
+
+                if res.status != 200:
+                    raise problem_error(res.status, res.read(1 << 20), _retry_after(res.headers.get("Retry-After")))
+                ct = res.headers.get("Content-Type") or ""
+                if not ct.startswith("text/event-stream"):
+                    raise AsyncStatusError(res.status, None, "watch answered %r, not text/event-stream" % ct)
+                for ev_id, ev_type, data, retry in _sse_events(res, before_read, lambda i: pos.__setitem__(0, i)):
+                    if retry is not None:
+                        reconnect = retry
+                    if ev_id is None:
+                        continue  # only a retry: field
+                    if ev_type == "reset":
+                        got += 1
+                        yield WatchEvent(id=ev_id, request=None, reset=True)
+                    elif ev_type in ("request", ""):
+                        r = Request.from_json(json.loads(data))
+                        r.etag = '"%d"' % r.version
+                        got += 1
+                        yield WatchEvent(id=ev_id, request=r, reset=False)
+                    # other event types: of a later version of the API
+            except AsyncStatusError as e:
+                if e.status not in (429, 503):
+                    raise
+                err, retry_after = e, e.retry_after
+            except TRANSPORT_ERRORS as e:
+                err = e
+            finally:
+                if conn is not None:
+                    conn.close()
+            delay = reconnect
+            if err is None and got > 0:
+                errs = 0  # a watch that ended cleanly (wait.stream_max): resume
+            else:
+                # an error, or a watch the service did not hold (no wait slot,
+                # or Redis away): it says retry and ends
+                errs += 1
+                if errs >= max_errors:
+                    if err is None:
+                        raise ConnectionError("asyncstatus: the service did not hold the watch")
+                    raise err
+                delay = max(delay, pace.backoff(errs, retry_after))
+            time.sleep(delay)
+
     def _list_query(
         self,
         type: Optional[str],
@@ -843,7 +934,8 @@ class Client:
 
 
 def _sse_events(res: http.client.HTTPResponse,
-                before_read: Callable[[], None]) -> Iterator[Tuple[Optional[str], str, str, Optional[float]]]:
+                before_read: Callable[[], None],
+                on_id: Optional[Callable[[str], None]] = None) -> Iterator[Tuple[Optional[str], str, str, Optional[float]]]:
     """Parses text/event-stream (WHATWG HTML §9.2.6): yields (last event id, event
     type, data, retry seconds) per dispatched event, and (None, "", "", retry)
     for a retry: field met outside an event. Comments and events without data
@@ -879,6 +971,8 @@ def _sse_events(res: http.client.HTTPResponse,
             elif name == "id":
                 if "\0" not in value:
                     last_id = value
+                    if on_id is not None:  # also an id of an event without data
+                        on_id(value)
             elif name == "retry":
                 if value.isdigit():
                     yield None, "", "", int(value) / 1000.0

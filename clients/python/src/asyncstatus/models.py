@@ -255,3 +255,16 @@ class PollResult:
     etag: Optional[str]
     retry_after: Optional[float]
     long_polled: bool
+
+
+@dataclass
+class WatchEvent:
+    """One event of :meth:`Client.watch`: ``id`` is the watch's position after
+    it (pass it as ``last_event_id`` to resume from here); ``request`` the
+    request as the change left it, None for a reset; ``reset`` says the
+    changes since the position resumed from are no longer all known (list
+    again)."""
+
+    id: str
+    request: Optional["Request"]
+    reset: bool = False

@@ -1,0 +1,64 @@
+package wire
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/asyncstatus/asyncstatus/internal/domain"
+)
+
+// watchParams are the query parameters a watch (GET /v1/requests?watch=true,
+// docs/reference.md §16) accepts: the list's filters that apply to a change.
+// The others (times, limit, cursor, ids) name pages, not changes: 400.
+var watchParams = map[string]bool{"watch": true, "type": true, "status": true, "label_selector": true}
+
+// WantsWatch reports whether a list query asks for a watch (watch=true);
+// watch=false, or no watch, is a listing.
+func WantsWatch(values map[string][]string) bool {
+	return first(values["watch"]) == "true"
+}
+
+// DecodeWatchQuery validates the query of a watch: type, status
+// (comma-separated, repeatable; the status a change left the request in) and
+// label_selector (up to four terms) as for the list; nothing else.
+func DecodeWatchQuery(values map[string][]string) (domain.WatchFilter, error) {
+	var v validator
+	names := make([]string, 0, len(values))
+	for name := range values {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if !watchParams[name] {
+			v.add(name, "not a filter of a watch (known: type, status, label_selector)")
+		} else if name != "status" && len(nonEmpty(values[name])) > 1 {
+			v.add(name, "must be given at most once")
+		}
+	}
+	var f domain.WatchFilter
+	if t := first(values["type"]); t != "" {
+		if !domain.ValidType(t) {
+			v.add("type", "must match %s", domain.TypePattern)
+		}
+		f.Type = t
+	}
+	seen := map[domain.Status]bool{}
+	for _, raw := range nonEmpty(values["status"]) {
+		for _, s := range strings.Split(raw, ",") {
+			st := domain.Status(strings.ToLower(strings.TrimSpace(s)))
+			if !st.Valid() {
+				v.add("status", "%q is not a status (queued, processing, succeeded, failed, cancelled, expired)", s)
+				continue
+			}
+			if !seen[st] {
+				seen[st] = true
+				f.Statuses = append(f.Statuses, st)
+			}
+		}
+	}
+	f.LabelSelector = decodeLabelSelector(&v, first(values["label_selector"]))
+	if len(v.errs) > 0 {
+		return domain.WatchFilter{}, &domain.Error{Code: domain.ValidationFailed, Message: "The query is not valid.", Fields: v.errs}
+	}
+	return f, nil
+}
