@@ -15,16 +15,48 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 
-// browserPage is served from another origin than the API. It creates a
-// request, follows it with EventSource (?poll_token=) and with fetch +
-// Prefer: wait, and lists each state it sees in #es and #lp. A long-poll
-// answer without Preference-Applied (not exposed by CORS) is marked "!".
+// browserPage is served from another origin than the API. It first holds a
+// watch of the tenant's exports (reference §16), then creates a request,
+// follows it with EventSource (?poll_token=) and with fetch + Prefer: wait,
+// and lists each state it sees in #w, #es and #lp. A long-poll answer without
+// Preference-Applied (not exposed by CORS) is marked "!". The watch is read
+// with fetch and a stream reader, not EventSource: it needs the key, and
+// EventSource cannot send an Authorization header (the poll token of
+// ?poll_token= is one request's, and only the request's stream takes it).
+// That is how the TypeScript client reads it in a browser.
 const browserPage = `<!doctype html><meta charset="utf-8"><title>wait</title>
-<p id="id"></p><p id="es"></p><p id="lp"></p><p id="err"></p>
+<p id="id"></p><p id="w"></p><p id="es"></p><p id="lp"></p><p id="err"></p>
 <script>
 const api = %q, key = %q;
 const show = (el, s) => { const p = document.getElementById(el); p.textContent = (p.textContent + " " + s).trim(); };
+let held;
+const watching = new Promise(r => held = r);
+const watch = async () => {
+  const res = await fetch(api + "/v1/requests?watch=true&type=export", {headers: {"Authorization": "Bearer " + key}});
+  if (res.status !== 200 || !res.headers.get("Content-Type").startsWith("text/event-stream")) {
+    show("err", "watch answered " + res.status); held(); return;
+  }
+  const rd = res.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "";
+  for (;;) {
+    const {value, done} = await rd.read();
+    if (done) { show("err", "watch ended"); return; }
+    held();
+    buf += value;
+    for (let i; (i = buf.indexOf("\n\n")) >= 0; ) {
+      const lines = buf.slice(0, i).split("\n");
+      buf = buf.slice(i + 2);
+      const data = lines.filter(l => l.startsWith("data:")).map(l => l.slice(5).trim()).join("");
+      if (!lines.includes("event: request") || !data) continue;
+      const v = JSON.parse(data);
+      show("w", v.status);
+      if (v.done) { rd.cancel(); return; }
+    }
+  }
+};
 (async () => {
+  watch().catch(e => show("err", "watch: " + String(e)));
+  await watching;
   const r = await fetch(api + "/v1/requests", {method: "POST",
     headers: {"Authorization": "Bearer " + key, "Content-Type": "application/json"}, body: JSON.stringify({type: "export"})});
   const created = await r.json();
@@ -85,15 +117,22 @@ func TestBrowserWaits(t *testing.T) {
 	if err := until(`document.getElementById("es").textContent.includes("queued")`); err != nil {
 		t.Fatalf("stream: %v (shows %q, errors %q)", err, show("es"), show("err"))
 	}
-	waitWaiting(t, p.a, 2)
+	if err := until(`document.getElementById("w").textContent.includes("queued")`); err != nil {
+		t.Fatalf("watch: %v (shows %q, errors %q)", err, show("w"), show("err"))
+	}
+	waitWaiting(t, p.a, 3) // the watch, the stream and the long poll
 	p.transition(t, id, "processing", `{"percent":50}`)
-	if err := until(`document.getElementById("lp").textContent.includes("processing") && document.getElementById("es").textContent.includes("processing")`); err != nil {
-		t.Fatalf("processing: %v (es %q, lp %q, errors %q)", err, show("es"), show("lp"), show("err"))
+	if err := until(`["lp", "es", "w"].every(e => document.getElementById(e).textContent.includes("processing"))`); err != nil {
+		t.Fatalf("processing: %v (w %q, es %q, lp %q, errors %q)", err, show("w"), show("es"), show("lp"), show("err"))
 	}
 	p.transition(t, id, "complete", `{"result_type":"confirmation","result":{"confirmed":true}}`)
-	done := `document.getElementById("lp").textContent.includes("succeeded") && document.getElementById("es").textContent.includes("succeeded")`
+	done := `["lp", "es", "w"].every(e => document.getElementById(e).textContent.includes("succeeded"))`
 	if err := until(done); err != nil {
-		t.Fatalf("succeeded: %v (es %q, lp %q, errors %q)", err, show("es"), show("lp"), show("err"))
+		t.Fatalf("succeeded: %v (w %q, es %q, lp %q, errors %q)", err, show("w"), show("es"), show("lp"), show("err"))
+	}
+	// the watch was held on this replica; the changes were made through the other
+	if w := show("w"); w != "queued processing succeeded" {
+		t.Fatalf("the watch showed %q", w)
 	}
 	if es := show("es"); es != "queued processing succeeded" {
 		t.Fatalf("the stream showed %q", es)
