@@ -1,10 +1,6 @@
 package wire
 
-import (
-	"sort"
-
-	"github.com/asyncstatus/asyncstatus/internal/domain"
-)
+import "github.com/asyncstatus/asyncstatus/internal/domain"
 
 // countsParams are the query parameters GET /v1/requests/counts accepts.
 var countsParams = map[string]bool{"type": true, "label_selector": true, "created_after": true, "created_before": true}
@@ -15,25 +11,8 @@ var countsParams = map[string]bool{"type": true, "label_selector": true, "create
 // (docs/api.md says why). The answer is a ListFilter with those set.
 func DecodeCountsQuery(values map[string][]string) (domain.ListFilter, error) {
 	var v validator
-	names := make([]string, 0, len(values))
-	for name := range values {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		if !countsParams[name] {
-			v.add(name, "unknown query parameter (known: type, label_selector, created_after, created_before)")
-		} else if len(nonEmpty(values[name])) > 1 {
-			v.add(name, "must be given at most once")
-		}
-	}
-	var f domain.ListFilter
-	if t := first(values["type"]); t != "" {
-		if !domain.ValidType(t) {
-			v.add("type", "must match %s", domain.TypePattern)
-		}
-		f.Type = t
-	}
+	checkParams(&v, values, countsParams, "unknown query parameter (known: type, label_selector, created_after, created_before)")
+	f := domain.ListFilter{Type: decodeType(&v, values)}
 	if sel := first(values["label_selector"]); sel != "" {
 		f.LabelSelector = decodeLabelSelector(&v, sel)
 		switch {

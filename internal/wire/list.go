@@ -21,18 +21,7 @@ var listParams = map[string]bool{"type": true, "status": true, "created_after": 
 // ("stauts") is not silently a listing of everything.
 func DecodeListQuery(values map[string][]string) (domain.ListFilter, error) {
 	var v validator
-	names := make([]string, 0, len(values))
-	for name := range values {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		if !listParams[name] {
-			v.add(name, "unknown query parameter (known: type, status, created_after, created_before, limit, cursor, label_selector, ids, watch)")
-		} else if name != "status" && len(nonEmpty(values[name])) > 1 {
-			v.add(name, "must be given at most once")
-		}
-	}
+	checkParams(&v, values, listParams, "unknown query parameter (known: type, status, created_after, created_before, limit, cursor, label_selector, ids, watch)")
 	if w := first(values["watch"]); w != "" && w != "false" {
 		v.add("watch", "must be true or false")
 	}
@@ -43,26 +32,8 @@ func DecodeListQuery(values map[string][]string) (domain.ListFilter, error) {
 		}
 		return f, nil
 	}
-	if t := first(values["type"]); t != "" {
-		if !domain.ValidType(t) {
-			v.add("type", "must match %s", domain.TypePattern)
-		}
-		f.Type = t
-	}
-	seen := map[domain.Status]bool{}
-	for _, raw := range nonEmpty(values["status"]) {
-		for _, s := range strings.Split(raw, ",") {
-			st := domain.Status(strings.ToLower(strings.TrimSpace(s)))
-			if !st.Valid() {
-				v.add("status", "%q is not a status (queued, processing, succeeded, failed, cancelled, expired)", s)
-				continue
-			}
-			if !seen[st] {
-				seen[st] = true
-				f.Statuses = append(f.Statuses, st)
-			}
-		}
-	}
+	f.Type = decodeType(&v, values)
+	f.Statuses = decodeStatuses(&v, values)
 	sort.Slice(f.Statuses, func(i, j int) bool { return f.Statuses[i] < f.Statuses[j] })
 	f.CreatedAfter = listTime(&v, "created_after", first(values["created_after"]))
 	f.CreatedBefore = listTime(&v, "created_before", first(values["created_before"]))
@@ -112,4 +83,52 @@ func listTime(v *validator, field, raw string) *time.Time {
 	}
 	t = t.UTC()
 	return &t
+}
+
+// checkParams refuses the query parameters that are not known (why says so
+// and names the known ones), and any but status given more than once (status
+// may be repeated). Names are checked in order, so the errors are too.
+func checkParams(v *validator, values map[string][]string, known map[string]bool, why string) {
+	names := make([]string, 0, len(values))
+	for name := range values {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if !known[name] {
+			v.add(name, "%s", why)
+		} else if name != "status" && len(nonEmpty(values[name])) > 1 {
+			v.add(name, "must be given at most once")
+		}
+	}
+}
+
+// decodeType is the type filter ("" for none).
+func decodeType(v *validator, values map[string][]string) string {
+	t := first(values["type"])
+	if t != "" && !domain.ValidType(t) {
+		v.add("type", "must match %s", domain.TypePattern)
+	}
+	return t
+}
+
+// decodeStatuses is the status filter: comma-separated and repeatable, each
+// status once, in the order given.
+func decodeStatuses(v *validator, values map[string][]string) []domain.Status {
+	var out []domain.Status
+	seen := map[domain.Status]bool{}
+	for _, raw := range nonEmpty(values["status"]) {
+		for _, s := range strings.Split(raw, ",") {
+			st := domain.Status(strings.ToLower(strings.TrimSpace(s)))
+			if !st.Valid() {
+				v.add("status", "%q is not a status (queued, processing, succeeded, failed, cancelled, expired)", s)
+				continue
+			}
+			if !seen[st] {
+				seen[st] = true
+				out = append(out, st)
+			}
+		}
+	}
+	return out
 }

@@ -1,11 +1,6 @@
 package wire
 
-import (
-	"sort"
-	"strings"
-
-	"github.com/asyncstatus/asyncstatus/internal/domain"
-)
+import "github.com/asyncstatus/asyncstatus/internal/domain"
 
 // watchParams are the query parameters a watch (GET /v1/requests?watch=true,
 // docs/reference.md §16) accepts: the list's filters that apply to a change.
@@ -23,39 +18,8 @@ func WantsWatch(values map[string][]string) bool {
 // label_selector (up to four terms) as for the list; nothing else.
 func DecodeWatchQuery(values map[string][]string) (domain.WatchFilter, error) {
 	var v validator
-	names := make([]string, 0, len(values))
-	for name := range values {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		if !watchParams[name] {
-			v.add(name, "not a filter of a watch (known: type, status, label_selector)")
-		} else if name != "status" && len(nonEmpty(values[name])) > 1 {
-			v.add(name, "must be given at most once")
-		}
-	}
-	var f domain.WatchFilter
-	if t := first(values["type"]); t != "" {
-		if !domain.ValidType(t) {
-			v.add("type", "must match %s", domain.TypePattern)
-		}
-		f.Type = t
-	}
-	seen := map[domain.Status]bool{}
-	for _, raw := range nonEmpty(values["status"]) {
-		for _, s := range strings.Split(raw, ",") {
-			st := domain.Status(strings.ToLower(strings.TrimSpace(s)))
-			if !st.Valid() {
-				v.add("status", "%q is not a status (queued, processing, succeeded, failed, cancelled, expired)", s)
-				continue
-			}
-			if !seen[st] {
-				seen[st] = true
-				f.Statuses = append(f.Statuses, st)
-			}
-		}
-	}
+	checkParams(&v, values, watchParams, "not a filter of a watch (known: type, status, label_selector)")
+	f := domain.WatchFilter{Type: decodeType(&v, values), Statuses: decodeStatuses(&v, values)}
 	f.LabelSelector = decodeLabelSelector(&v, first(values["label_selector"]))
 	if len(v.errs) > 0 {
 		return domain.WatchFilter{}, &domain.Error{Code: domain.ValidationFailed, Message: "The query is not valid.", Fields: v.errs}
