@@ -19,15 +19,8 @@
 -- is moved to it: a position from before it cannot be resumed (changes were
 -- not logged), one after it can.
 --- @include "rcall"
+--- @include "id_before"
 --- @include "rate_gate"
-local function before(a, b) -- stream id a < stream id b (as changelog_read.lua)
-  local am, as = string.match(a, '^(%d+)-(%d+)$')
-  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
-  if not am or not bm then return true end
-  if #am ~= #bm then return #am < #bm end
-  if am ~= bm then return am < bm end
-  return tonumber(as) < tonumber(bs)
-end
 local meta, log, now = KEYS[1], KEYS[2], ARGV[1]
 local ok, rl = rate_gate(3, RL_READ_LIMIT, RL_READ_WINDOW, now)
 if not ok then return {'9' .. rl} end
@@ -40,7 +33,7 @@ elseif tonumber(m[1]) < tonumber(ARGV[2]) then
   rcall('HSET', meta, 'cw', ARGV[2])
 end
 local lost = '0'
-if ARGV[3] ~= '' and before(ARGV[3], mark) then lost = '1' end
+if ARGV[3] ~= '' and id_before(ARGV[3], mark) then lost = '1' end
 local top = rcall('XREVRANGE', log, '+', '-', 'COUNT', 1)
 if top[1] then return {'0' .. rl, top[1][1], lost} end
 return {'0' .. rl, mark, lost}

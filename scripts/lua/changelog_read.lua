@@ -11,17 +11,10 @@
 -- starts over (every entry after cm is there); else
 -- {"0", entries...}, each entry {id, {field, value, ...}} as XRANGE gives it.
 --- @include "rcall"
-local function before(a, b) -- stream id a < stream id b
-  local am, as = string.match(a, '^(%d+)-(%d+)$')
-  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
-  if not am or not bm then return true end
-  if #am ~= #bm then return #am < #bm end
-  if am ~= bm then return am < bm end
-  return tonumber(as) < tonumber(bs)
-end
+--- @include "id_before"
 local mark = rcall('HGET', KEYS[1], 'cm')
 if not mark then return {'1'} end
-if before(ARGV[1], mark) then return {'1', mark} end
+if id_before(ARGV[1], mark) then return {'1', mark} end
 local out = rcall('XRANGE', KEYS[2], ARGV[2], '+', 'COUNT', ARGV[3])
 table.insert(out, 1, '0')
 return out

@@ -9,16 +9,9 @@
 -- ARGV[2] the oldest id kept ("<now - window>-0")   ARGV[3] most entries kept
 -- Returns "0".
 --- @include "rcall"
+--- @include "id_before"
 local meta, log = KEYS[1], KEYS[2]
 if rcall('EXISTS', log) == 0 then return '0' end
-local function before(a, b) -- stream id a < stream id b (as changelog_read.lua)
-  local am, as = string.match(a, '^(%d+)-(%d+)$')
-  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
-  if not am or not bm then return true end
-  if #am ~= #bm then return #am < #bm end
-  if am ~= bm then return am < bm end
-  return tonumber(as) < tonumber(bs)
-end
 local function pred(id)
   local ms, sq = string.match(id, '^(%d+)-(%d+)$')
   if tonumber(sq) > 0 then return ms .. '-' .. string.format('%.0f', tonumber(sq) - 1) end
@@ -37,5 +30,5 @@ if rcall('XLEN', log) > tonumber(ARGV[3]) then
 end
 -- cm only moves forward (a gap entry may be newer than what was trimmed)
 local cm = rcall('HGET', meta, 'cm')
-if mark and (not cm or before(cm, mark)) then rcall('HSET', meta, 'cm', mark) end
+if mark and (not cm or id_before(cm, mark)) then rcall('HSET', meta, 'cm', mark) end
 return '0'

@@ -319,3 +319,19 @@ local function changelog_add(meta, announce, cw, id, v, now, rec)
   rcall('XADD', base .. 'cl', '*', 'i', id, 'r', rec)
   if announce then rcall(PUBLISH, base .. 'w', id .. ',' .. v) end
 end
+
+-- id_before tells whether stream id a ("<ms>-<seq>") comes before stream id
+-- b; an id that is not one comes first. Both parts are compared as digit
+-- strings, by length and then by text: exact for every 64-bit part, where
+-- tonumber rounds past 2^53 (and the embedded store's Lua gives nil past
+-- 2^63, as in the "<ms>-18446744073709551615" that marks the end of a
+-- millisecond).
+local function id_before(a, b)
+  local am, as = string.match(a, '^(%d+)-(%d+)$')
+  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
+  if not am or not bm then return true end
+  if #am ~= #bm then return #am < #bm end
+  if am ~= bm then return am < bm end
+  if #as ~= #bs then return #as < #bs end
+  return as < bs
+end
