@@ -158,7 +158,7 @@ func (s *stack) operatorKey(tb testing.TB) (string, string) {
 
 func (s *stack) create(tb testing.TB, tenant, typ string) *domain.Request {
 	tb.Helper()
-	r, _, err := s.st.Create(ctx, domain.CreateParams{Tenant: tenant, CreatedBy: "key_t", Input: domain.CreateInput{Type: typ}})
+	r, _, err := s.st.Create(ctx, domain.CreateParams{Call: domain.Call{Tenant: tenant, By: "key_t"}, Input: domain.CreateInput{Type: typ}})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func (s *stack) create(tb testing.TB, tenant, typ string) *domain.Request {
 
 func (s *stack) status(tb testing.TB, tenant, id string) domain.Status {
 	tb.Helper()
-	res, err := s.st.Poll(ctx, domain.PollParams{Tenant: tenant, ID: id})
+	res, err := s.st.Poll(ctx, domain.PollParams{Call: domain.Call{Tenant: tenant}, ID: id})
 	if err != nil {
 		tb.Fatalf("read %s: %v", id, err)
 	}

@@ -21,7 +21,7 @@ func TestLiveStreamLineEnds(t *testing.T) {
 	r := s.create(t, "acme", "x")
 	const msg = "step\rretry: 86400000\r\revent: evil\ndata: x\r\nid: 9\r\n\r\nend"
 	prog, _ := json.Marshal(map[string]any{"percent": 10, "message": msg})
-	if _, err := s.st.MarkProcessing(ctx, domain.TransitionParams{Tenant: "acme", ID: r.ID, By: "key_w"},
+	if _, err := s.st.MarkProcessing(ctx, domain.TransitionParams{Call: domain.Call{Tenant: "acme", By: "key_w"}, ID: r.ID},
 		domain.ProgressInput{Progress: prog}); err != nil {
 		t.Fatal(err)
 	}
