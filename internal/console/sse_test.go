@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 
 // TestLiveStreamLineEnds: a progress message holding CR, LF and CRLF cannot
@@ -39,7 +40,7 @@ func TestLiveStreamLineEnds(t *testing.T) {
 	deadline := time.AfterFunc(10*time.Second, func() { resp.Body.Close() })
 	defer deadline.Stop()
 	for done := false; !done; {
-		line, err := readSSELine(br)
+		line, err := testenv.ReadSSELine(br)
 		if err != nil {
 			t.Fatalf("stream ended before its first event: %v (fields %q)", err, fields)
 		}
@@ -70,26 +71,5 @@ func TestLiveStreamLineEnds(t *testing.T) {
 	want := strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(msg)
 	if !strings.Contains(event.String(), want) {
 		t.Errorf("the message did not come back whole in the event's data:\n%s", event.String())
-	}
-}
-
-// readSSELine reads one line of an event stream, ended by CR, LF or CRLF.
-func readSSELine(br *bufio.Reader) (string, error) {
-	var b strings.Builder
-	for {
-		c, err := br.ReadByte()
-		if err != nil {
-			return "", err
-		}
-		switch c {
-		case '\n':
-			return b.String(), nil
-		case '\r':
-			if next, err := br.Peek(1); err == nil && next[0] == '\n' {
-				_, _ = br.ReadByte()
-			}
-			return b.String(), nil
-		}
-		b.WriteByte(c)
 	}
 }

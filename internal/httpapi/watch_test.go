@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/asyncstatus/asyncstatus/internal/auth"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/store"
@@ -292,12 +290,7 @@ func TestWatchBadParameters(t *testing.T) {
 // (the hub resubscribes on the promoted replica, and each feed reads the log
 // again from where it was), none twice.
 func TestWatchSurvivesAClusterFailover(t *testing.T) {
-	c := testenv.StartCluster(t)
-	be := testenv.Backend{Name: "private-cluster", Client: func(tb testing.TB) redis.UniversalClient {
-		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ClusterStateReloadInterval: 500 * time.Millisecond})
-		tb.Cleanup(func() { _ = rdb.Close() })
-		return rdb
-	}, AutoPipeline: true}
+	c, be := failoverCluster(t)
 	p := newReplicaPair(t, be, nil, func(o *store.Options) { o.TenantShards = 4 })
 	auth := []string{"Authorization", "Bearer " + p.key}
 	const n = 6
