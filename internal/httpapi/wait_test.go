@@ -414,6 +414,22 @@ func TestDepartedClientFreesItsSlot(t *testing.T) {
 // sseEvent is one event of a stream.
 type sseEvent struct{ id, event, data string }
 
+// field takes an id, event or data line of an event stream into e; false
+// for any other line.
+func (e *sseEvent) field(line string) bool {
+	switch {
+	case strings.HasPrefix(line, "id: "):
+		e.id = line[4:]
+	case strings.HasPrefix(line, "event: "):
+		e.event = line[7:]
+	case strings.HasPrefix(line, "data: "):
+		e.data = line[6:]
+	default:
+		return false
+	}
+	return true
+}
+
 // readEvents reads a stream's events until it ends, after checking its
 // retry line.
 func readEvents(t testing.TB, res *http.Response) []sseEvent {
@@ -439,13 +455,7 @@ func readEvents(t testing.TB, res *http.Response) []sseEvent {
 			}
 			cur = sseEvent{}
 		case strings.HasPrefix(line, ":"):
-		case strings.HasPrefix(line, "id: "):
-			cur.id = line[4:]
-		case strings.HasPrefix(line, "event: "):
-			cur.event = line[7:]
-		case strings.HasPrefix(line, "data: "):
-			cur.data = line[6:]
-		default:
+		case !cur.field(line):
 			t.Fatalf("unexpected line %q", line)
 		}
 	}

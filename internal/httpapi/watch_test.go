@@ -63,13 +63,8 @@ func openWatch(t testing.TB, url string, hdr ...string) *liveWatch {
 					w.positions <- cur.id
 				}
 				cur = sseEvent{}
-			case strings.HasPrefix(line, ":"), strings.HasPrefix(line, "retry: "):
-			case strings.HasPrefix(line, "id: "):
-				cur.id = line[4:]
-			case strings.HasPrefix(line, "event: "):
-				cur.event = line[7:]
-			case strings.HasPrefix(line, "data: "):
-				cur.data = line[6:]
+			default: // a comment, retry: or a field
+				cur.field(line)
 			}
 		}
 	}()
