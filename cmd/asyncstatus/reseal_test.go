@@ -39,7 +39,7 @@ func TestWebhooksResealCommand(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := st.SaveWebhook(ctx, domain.WebhookCall{Tenant: tenant}, domain.Webhook{ID: id, URL: "https://partner.example/" + id,
+		if err := st.SaveWebhook(ctx, domain.Call{Tenant: tenant}, domain.Webhook{ID: id, URL: "https://partner.example/" + id,
 			Events: domain.DefaultWebhookEvents, SealedSecret: sealed}, 20); err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +54,7 @@ func TestWebhooksResealCommand(t *testing.T) {
 		out := map[string]string{}
 		for k := range secrets {
 			tenant, id, _ := strings.Cut(k, "/")
-			w, err := st.Webhook(ctx, domain.WebhookCall{Tenant: tenant}, id)
+			w, err := st.Webhook(ctx, domain.Call{Tenant: tenant}, id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -115,7 +115,7 @@ func TestWebhooksResealCommand(t *testing.T) {
 			t.Errorf("%s still opens under the old key", k)
 		}
 	}
-	if w, _ := st.Webhook(ctx, domain.WebhookCall{Tenant: "acme"}, "ep_3"); w.URL != "https://partner.example/ep_3" || len(w.Events) != len(domain.DefaultWebhookEvents) {
+	if w, _ := st.Webhook(ctx, domain.Call{Tenant: "acme"}, "ep_3"); w.URL != "https://partner.example/ep_3" || len(w.Events) != len(domain.DefaultWebhookEvents) {
 		t.Fatalf("reseal changed more than the secret: %+v", w)
 	}
 	out, _, err = runCmd(t, env, "webhooks", "reseal")

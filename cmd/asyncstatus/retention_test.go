@@ -31,11 +31,11 @@ func TestRetentionReapplyCommand(t *testing.T) {
 		if i%100 == 99 {
 			tenant = "globex"
 		}
-		r, _, err := old.Create(ctx, domain.CreateParams{Tenant: tenant, Input: domain.CreateInput{Type: "x"}})
+		r, _, err := old.Create(ctx, domain.CreateParams{Call: domain.Call{Tenant: tenant}, Input: domain.CreateInput{Type: "x"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := old.Cancel(ctx, domain.TransitionParams{Tenant: tenant, ID: r.ID, By: "key_t"}, domain.CancelInput{}); err != nil {
+		if _, err := old.Cancel(ctx, domain.TransitionParams{Call: domain.Call{Tenant: tenant, By: "key_t"}, ID: r.ID}, domain.CancelInput{}); err != nil {
 			t.Fatal(err)
 		}
 		if tenant == "acme" {
@@ -47,7 +47,7 @@ func TestRetentionReapplyCommand(t *testing.T) {
 		if err != nil || len(evs) != 2 {
 			t.Fatalf("%s: %v", id, err)
 		}
-		res, err := old.Poll(ctx, domain.PollParams{Tenant: tenant, ID: id})
+		res, err := old.Poll(ctx, domain.PollParams{Call: domain.Call{Tenant: tenant}, ID: id})
 		if err != nil {
 			t.Fatalf("%s: %v", id, err)
 		}
@@ -87,7 +87,7 @@ func TestRetentionReapplyCommand(t *testing.T) {
 	if err != nil || !strings.Contains(out, "2 tenant(s)") || !strings.Contains(out, "1100 records seen, 1100 updated") {
 		t.Fatalf("all tenants: %v %q", err, out)
 	}
-	rec, _ := old.Poll(ctx, domain.PollParams{Tenant: "acme", ID: acme[0]})
+	rec, _ := old.Poll(ctx, domain.PollParams{Call: domain.Call{Tenant: "acme"}, ID: acme[0]})
 	if r := rec.Request; r == nil || r.ExpiresAt == nil || r.ExpiresAt.Sub(r.CompletedAt.Time) != 2*time.Hour {
 		b, _ := json.Marshal(r)
 		t.Fatalf("acme record: %s", b)

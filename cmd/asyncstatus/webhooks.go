@@ -151,7 +151,7 @@ func (c resealCounts) String() string {
 // compare-and-set on the sealed form read, so an endpoint deleted or
 // registered again meanwhile is left as it is.
 func resealTenant(ctx context.Context, st *store.Store, sealer *webhook.Sealer, tenant string, dry bool, c *resealCounts, stderr io.Writer) error {
-	eps, err := st.Webhooks(ctx, domain.WebhookCall{Tenant: tenant})
+	eps, err := st.Webhooks(ctx, domain.Call{Tenant: tenant})
 	if err != nil {
 		return err
 	}

@@ -129,12 +129,14 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 // with progress and completion; it returns the id and the number of events.
 func lifecycle(t testing.TB, s *store.Store, tenant string) (string, int) {
 	t.Helper()
-	r, _, err := s.Create(ctx, domain.CreateParams{Tenant: tenant, CreatedBy: "key_c",
-		Input: domain.CreateInput{Type: "t.a", Context: json.RawMessage(`{"k":"` + secretWord + `"}`)}})
+	r, _, err := s.Create(ctx, domain.CreateParams{
+		Call:  domain.Call{Tenant: tenant, By: "key_c"},
+		Input: domain.CreateInput{Type: "t.a", Context: json.RawMessage(`{"k":"` + secretWord + `"}`)},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := domain.TransitionParams{Tenant: tenant, ID: r.ID, By: "key_w"}
+	p := domain.TransitionParams{Call: domain.Call{Tenant: tenant, By: "key_w"}, ID: r.ID}
 	prog := domain.ProgressInput{Progress: json.RawMessage(`{"percent":50,"message":"` + secretWord + `"}`)}
 	for i := 0; i < 2; i++ {
 		if _, err := s.MarkProcessing(ctx, p, prog); err != nil {

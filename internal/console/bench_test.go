@@ -51,7 +51,7 @@ func BenchmarkRequestsPage(b *testing.B) {
 		})
 		b.Run("list-call-baseline", func(b *testing.B) {
 			for b.Loop() {
-				page, err := s.st.List(ctx, "bench", domain.ListFilter{Limit: 50})
+				page, err := s.st.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "bench"}, Limit: 50})
 				if err != nil || len(page.Items) != 50 {
 					b.Fatalf("list: %v", err)
 				}
@@ -73,8 +73,10 @@ func seed(tb testing.TB, s *stack, tenant string, n int) {
 		go func() {
 			defer wg.Done()
 			for next.Add(1) <= int64(n) {
-				if _, _, err := s.st.Create(ctx, domain.CreateParams{Tenant: tenant, CreatedBy: "key_seed",
-					Input: domain.CreateInput{Type: "statement.export"}}); err != nil {
+				if _, _, err := s.st.Create(ctx, domain.CreateParams{
+					Call:  domain.Call{Tenant: tenant, By: "key_seed"},
+					Input: domain.CreateInput{Type: "statement.export"},
+				}); err != nil {
 					errs <- err
 					return
 				}

@@ -345,7 +345,7 @@ func TestPages(t *testing.T) {
 	_, acmeKey := s.key(t, "acme", domain.ScopeRead)
 	first := s.create(t, "acme", "report.pdf")
 	second := s.create(t, "acme", "report.csv")
-	if _, err := s.st.MarkProcessing(ctx, domain.TransitionParams{Tenant: "acme", ID: first.ID, By: "key_w"},
+	if _, err := s.st.MarkProcessing(ctx, domain.TransitionParams{Call: domain.Call{Tenant: "acme", By: "key_w"}, ID: first.ID},
 		domain.ProgressInput{Progress: json.RawMessage(`{"percent":40,"message":"page 4 of 10"}`)}); err != nil {
 		t.Fatal(err)
 	}
@@ -425,7 +425,7 @@ func TestPages(t *testing.T) {
 	t.Run("Webhooks", func(t *testing.T) {
 		w := domain.Webhook{ID: "wh_0123456789abcdef", URL: "https://hooks.example/in", Events: []domain.WebhookEvent{"request.succeeded"},
 			Description: "billing", CreatedAt: domain.Time{Time: time.Now()}, SealedSecret: "sealed-not-shown"}
-		if err := s.st.SaveWebhook(ctx, domain.WebhookCall{Tenant: "acme"}, w, 10); err != nil {
+		if err := s.st.SaveWebhook(ctx, domain.Call{Tenant: "acme"}, w, 10); err != nil {
 			t.Fatal(err)
 		}
 		a := c.get("/t/acme/webhooks")
@@ -526,7 +526,7 @@ func testLiveRequest(t *testing.T, s *stack) {
 	if !strings.Contains(first, `data-terminal="false"`) || !strings.Contains(first, "st-queued") {
 		t.Fatalf("first event:\n%s", first)
 	}
-	if _, err := s.st.Complete(ctx, domain.TransitionParams{Tenant: "acme", ID: r.ID, By: "key_w"},
+	if _, err := s.st.Complete(ctx, domain.TransitionParams{Call: domain.Call{Tenant: "acme", By: "key_w"}, ID: r.ID},
 		domain.CompleteInput{ResultType: "answer", Result: json.RawMessage(`{"n":1}`)}); err != nil {
 		t.Fatal(err)
 	}
@@ -672,8 +672,10 @@ func TestRequestsPageByLabel(t *testing.T) {
 	op, _ := s.operatorKey(t)
 	var prod []string
 	for i, env := range []string{"prod", "dev", "prod", "prod"} {
-		r, _, err := s.st.Create(ctx, domain.CreateParams{Tenant: "acme", CreatedBy: "key_w",
-			Input: domain.CreateInput{Type: "x", Labels: domain.Labels("env=" + env + ",n=" + string(rune('a'+i)))}})
+		r, _, err := s.st.Create(ctx, domain.CreateParams{
+			Call:  domain.Call{Tenant: "acme", By: "key_w"},
+			Input: domain.CreateInput{Type: "x", Labels: domain.Labels("env=" + env + ",n=" + string(rune('a'+i)))},
+		})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"regexp"
@@ -83,45 +82,50 @@ func newStack(tb testing.TB, b testenv.Backend, o stackOptions) *stack {
 	if s.metrics, err = metrics.New(reg); err != nil {
 		tb.Fatal(err)
 	}
-	listen := func() net.Listener {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		return ln
-	}
 	ao := app.Options{Store: st, Auth: s.auth, HTTP: httpapi.Options{Metrics: s.metrics}, Log: log,
 		// Without the hub (poll), live views re-read every live interval.
 		Console: &app.ConsoleOptions{Options: console.Options{SessionTTL: time.Hour, Config: o.config, Gatherer: reg,
-			Log: log, Now: o.clock, LiveInterval: orDefault(o.live, 50*time.Millisecond)}, Listener: listen(), Live: !o.poll}}
+			Log: log, Now: o.clock, LiveInterval: orDefault(o.live, 50*time.Millisecond)}, Listener: listen(tb), Live: !o.poll}}
 	if o.withAPI {
-		ao.Listener = listen()
+		ao.Listener = listen(tb)
 	}
-	a, err := app.New(ao)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	a.Start(context.Background())
-	tb.Cleanup(func() { _ = a.Close() })
-	s.console, s.url = a.Console(), "http://"+ao.Console.Listener.Addr().String()
+	s.console, s.url = start(tb, ao), "http://"+ao.Console.Listener.Addr().String()
 	if o.withAPI {
 		s.api = "http://" + ao.Listener.Addr().String()
 	}
 	return s
 }
 
-// replica is a second console over the same store and authenticator (another
-// serve replica): the base URL of its listener.
-func (s *stack) replica(tb testing.TB) string {
+// start builds the service of o (internal/app) and starts it until the test
+// ends: its console.
+func start(tb testing.TB, o app.Options) *console.Server {
 	tb.Helper()
-	c, err := console.New(s.st, s.auth, console.Options{SessionTTL: time.Hour, Now: s.clock,
-		Log: slog.New(slog.NewJSONHandler(s.logs, nil))})
+	a, err := app.New(o)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv := httptest.NewServer(c.Handler())
-	tb.Cleanup(srv.Close)
-	return srv.URL
+	a.Start(context.Background())
+	tb.Cleanup(func() { _ = a.Close() })
+	return a.Console()
+}
+
+func listen(tb testing.TB) net.Listener {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ln
+}
+
+// replica is a second service with the console over the same store and
+// authenticator (another serve replica): the base URL of its console.
+func (s *stack) replica(tb testing.TB) string {
+	tb.Helper()
+	log := slog.New(slog.NewJSONHandler(s.logs, nil))
+	c := &app.ConsoleOptions{Options: console.Options{SessionTTL: time.Hour, Now: s.clock, Log: log}, Listener: listen(tb)}
+	start(tb, app.Options{Store: s.st, Auth: s.auth, Log: log, Console: c})
+	return "http://" + c.Listener.Addr().String()
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -158,7 +162,7 @@ func (s *stack) operatorKey(tb testing.TB) (string, string) {
 
 func (s *stack) create(tb testing.TB, tenant, typ string) *domain.Request {
 	tb.Helper()
-	r, _, err := s.st.Create(ctx, domain.CreateParams{Tenant: tenant, CreatedBy: "key_t", Input: domain.CreateInput{Type: typ}})
+	r, _, err := s.st.Create(ctx, domain.CreateParams{Call: domain.Call{Tenant: tenant, By: "key_t"}, Input: domain.CreateInput{Type: typ}})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -167,7 +171,7 @@ func (s *stack) create(tb testing.TB, tenant, typ string) *domain.Request {
 
 func (s *stack) status(tb testing.TB, tenant, id string) domain.Status {
 	tb.Helper()
-	res, err := s.st.Poll(ctx, domain.PollParams{Tenant: tenant, ID: id})
+	res, err := s.st.Poll(ctx, domain.PollParams{Call: domain.Call{Tenant: tenant}, ID: id})
 	if err != nil {
 		tb.Fatalf("read %s: %v", id, err)
 	}

@@ -60,7 +60,8 @@ func (s *Server) requestsPage(w http.ResponseWriter, r *http.Request, v *view) {
 	if ferr != nil {
 		read.Summary, err = s.st.TenantSummary(r.Context(), v.Tenant)
 	} else {
-		read, err = s.st.ReadTenantPage(r.Context(), v.Tenant, f, v.check.take())
+		f.Tenant = v.Tenant // the console's reads are nobody's calls: not counted
+		read, err = s.st.ReadTenantPage(r.Context(), f, v.check.take())
 		v.check.give(read.Session, read.SessionErr)
 	}
 	if err != nil {
@@ -133,7 +134,7 @@ func nextPage(f domain.ListFilter, cursor string) string {
 
 // read gets a request with its events, unpaced: the console is not a poller.
 func (s *Server) read(ctx context.Context, tenant, id string) (*domain.Request, error) {
-	res, err := s.st.Poll(ctx, domain.PollParams{Tenant: tenant, ID: id, Caller: domain.Unpaced})
+	res, err := s.st.Poll(ctx, domain.PollParams{Call: domain.Call{Tenant: tenant}, ID: id, Caller: domain.Unpaced})
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +187,7 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request, v *view, questi
 
 func (s *Server) cancelRequest(w http.ResponseWriter, r *http.Request, v *view) {
 	id := r.PathValue("id")
-	_, err := s.st.Cancel(r.Context(), domain.TransitionParams{Tenant: v.Tenant, ID: id, By: v.Session.KeyID},
+	_, err := s.st.Cancel(r.Context(), domain.TransitionParams{Call: domain.Call{Tenant: v.Tenant, By: v.Session.KeyID}, ID: id},
 		domain.CancelInput{Reason: "cancelled from the console"})
 	if err != nil && domain.ErrorCode(err) != domain.AlreadyTerminal {
 		s.failed(w, r, v, err)
@@ -224,7 +225,7 @@ func (s *Server) freeze(freeze bool) handler {
 }
 
 func (s *Server) webhooksPage(w http.ResponseWriter, r *http.Request, v *view) {
-	hooks, err := s.st.Webhooks(r.Context(), domain.WebhookCall{Tenant: v.Tenant})
+	hooks, err := s.st.Webhooks(r.Context(), domain.Call{Tenant: v.Tenant})
 	if err != nil {
 		s.failed(w, r, v, err)
 		return
@@ -235,7 +236,7 @@ func (s *Server) webhooksPage(w http.ResponseWriter, r *http.Request, v *view) {
 
 func (s *Server) deliveriesPage(w http.ResponseWriter, r *http.Request, v *view) {
 	id := r.PathValue("id")
-	ds, err := s.st.WebhookDeliveries(r.Context(), domain.WebhookCall{Tenant: v.Tenant}, id)
+	ds, err := s.st.WebhookDeliveries(r.Context(), domain.Call{Tenant: v.Tenant}, id)
 	if err != nil {
 		s.failed(w, r, v, err)
 		return

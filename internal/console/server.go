@@ -24,17 +24,17 @@ import (
 type Store interface {
 	Tenants(ctx context.Context) ([]string, error)
 	TenantSummary(ctx context.Context, tenant string) (domain.TenantSummary, error)
-	// ReadTenantPage is List and TenantSummary of tenant and, when
+	// ReadTenantPage is List and TenantSummary of f.Tenant and, when
 	// sessionDigest is not "", ConsoleSession(sessionDigest), in about the
 	// time of List alone.
-	ReadTenantPage(ctx context.Context, tenant string, f domain.ListFilter, sessionDigest string) (domain.TenantPage, error)
-	List(ctx context.Context, tenant string, f domain.ListFilter) (*domain.ListPage, error)
+	ReadTenantPage(ctx context.Context, f domain.ListFilter, sessionDigest string) (domain.TenantPage, error)
+	List(ctx context.Context, f domain.ListFilter) (*domain.ListPage, error)
 	Poll(ctx context.Context, p domain.PollParams) (domain.PollResult, error)
 	Cancel(ctx context.Context, p domain.TransitionParams, in domain.CancelInput) (*domain.Request, error)
 	DeleteBy(ctx context.Context, tenant, id, by string) error
 	SetFrozen(ctx context.Context, tenant string, frozen bool) error
-	Webhooks(ctx context.Context, c domain.WebhookCall) ([]domain.Webhook, error)
-	WebhookDeliveries(ctx context.Context, c domain.WebhookCall, id string) ([]domain.WebhookDelivery, error)
+	Webhooks(ctx context.Context, c domain.Call) ([]domain.Webhook, error)
+	WebhookDeliveries(ctx context.Context, c domain.Call, id string) ([]domain.WebhookDelivery, error)
 	ListKeys(ctx context.Context, tenant string) ([]domain.APIKey, error)
 	ListOperatorKeys(ctx context.Context) ([]domain.APIKey, error)
 	RevokeKey(ctx context.Context, id string) error

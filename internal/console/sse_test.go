@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
+	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 
 // TestLiveStreamLineEnds: a progress message holding CR, LF and CRLF cannot
@@ -21,7 +22,7 @@ func TestLiveStreamLineEnds(t *testing.T) {
 	r := s.create(t, "acme", "x")
 	const msg = "step\rretry: 86400000\r\revent: evil\ndata: x\r\nid: 9\r\n\r\nend"
 	prog, _ := json.Marshal(map[string]any{"percent": 10, "message": msg})
-	if _, err := s.st.MarkProcessing(ctx, domain.TransitionParams{Tenant: "acme", ID: r.ID, By: "key_w"},
+	if _, err := s.st.MarkProcessing(ctx, domain.TransitionParams{Call: domain.Call{Tenant: "acme", By: "key_w"}, ID: r.ID},
 		domain.ProgressInput{Progress: prog}); err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +40,7 @@ func TestLiveStreamLineEnds(t *testing.T) {
 	deadline := time.AfterFunc(10*time.Second, func() { resp.Body.Close() })
 	defer deadline.Stop()
 	for done := false; !done; {
-		line, err := readSSELine(br)
+		line, err := testenv.ReadSSELine(br)
 		if err != nil {
 			t.Fatalf("stream ended before its first event: %v (fields %q)", err, fields)
 		}
@@ -70,26 +71,5 @@ func TestLiveStreamLineEnds(t *testing.T) {
 	want := strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(msg)
 	if !strings.Contains(event.String(), want) {
 		t.Errorf("the message did not come back whole in the event's data:\n%s", event.String())
-	}
-}
-
-// readSSELine reads one line of an event stream, ended by CR, LF or CRLF.
-func readSSELine(br *bufio.Reader) (string, error) {
-	var b strings.Builder
-	for {
-		c, err := br.ReadByte()
-		if err != nil {
-			return "", err
-		}
-		switch c {
-		case '\n':
-			return b.String(), nil
-		case '\r':
-			if next, err := br.Peek(1); err == nil && next[0] == '\n' {
-				_, _ = br.ReadByte()
-			}
-			return b.String(), nil
-		}
-		b.WriteByte(c)
 	}
 }

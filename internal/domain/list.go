@@ -10,8 +10,11 @@ const (
 	MaxLookupIDs = 100
 )
 
-// ListFilter is a validated list query. Zero values mean "no filter".
+// ListFilter is a validated list query, and who lists (Call, which is not
+// part of the filter a cursor is bound to: the tenant is). Zero values mean
+// "no filter".
 type ListFilter struct {
+	Call
 	// Type keeps requests of this type only.
 	Type string
 	// Statuses keeps requests in any of these statuses; sorted, without duplicates.
@@ -29,11 +32,6 @@ type ListFilter struct {
 	Limit int
 	// Cursor is the opaque continuation from a previous page; "" for the first.
 	Cursor string
-	// Credential names the rate-limit counter the listing is counted on (the
-	// API key id); "": not counted. Rate, when set, receives the counted
-	// limit. Neither is part of the filter a cursor is bound to.
-	Credential string
-	Rate       *RateInfo
 }
 
 // ListPage is one page of a listing, newest first.

@@ -212,39 +212,27 @@ type APIKey struct {
 // IdempotencyKey is a client's Idempotency-Key, already normalised (quotes removed).
 type IdempotencyKey string
 
-// CreateParams describe a create call.
+// CreateParams describe a create call; Call.By is the request's created_by.
 type CreateParams struct {
-	Tenant    string
-	CreatedBy string
-	Input     CreateInput
-	IdemKey   IdempotencyKey // "" when absent
-	// Credential names the rate-limit counter the call is counted on (the API
-	// key id); "": not counted. Rate, when set, receives the counted limit.
-	Credential string
-	Rate       *RateInfo
+	Call
+	Input   CreateInput
+	IdemKey IdempotencyKey // "" when absent
 }
 
-// TransitionParams name the request and caller of a transition.
+// TransitionParams name the request and caller of a transition (or a delete).
 type TransitionParams struct {
-	Tenant  string
+	Call
 	ID      string
-	By      string // key id
 	IdemKey IdempotencyKey
-	// Credential names the rate-limit counter the call is counted on (the API
-	// key id); "": not counted. Rate, when set, receives the counted limit.
-	Credential string
-	Rate       *RateInfo
 }
 
 // PollParams name a poll: who reads which request.
 type PollParams struct {
-	Tenant string
-	ID     string
+	Call
+	ID string
 	// Caller is the pacing identity: the API key id, PollTokenCaller, or
 	// Unpaced for a read that is no caller's poll.
 	Caller string
-	// Credential names the rate-limit counter: the API key id, or "pt:<id>".
-	Credential string
 }
 
 // Pacing identities other than an API key id (PollParams.Caller).
@@ -259,19 +247,10 @@ const (
 	Unpaced = ""
 )
 
-// RateInfo is the state of the binding rate limit after a call was counted.
-type RateInfo struct {
-	Limit     int64
-	Remaining int64
-	Reset     time.Time
-}
-
-// PollResult is a poll's answer. Rate is set whenever the call was counted against
-// the rate limits, also when the poll answers an error.
+// PollResult is a poll's answer (what it counted goes to PollParams.Rate).
 type PollResult struct {
 	Request    *Request
 	RetryAfter int // seconds; 0 for terminal requests
-	Rate       *RateInfo
 }
 
 // Snapshot is a fresh read of a watched request (Watch). Err is set when the read

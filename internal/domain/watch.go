@@ -59,12 +59,9 @@ type TenantWatch interface {
 
 // WatchParams start a watch.
 type WatchParams struct {
-	Tenant string
+	// Call is counted once, on the read rate limits.
+	Call
 	// LastEventID is the position to resume after ("" for live changes only).
 	LastEventID string
 	Filter      WatchFilter
-	// Credential names the read-rate counter the watch is counted on once;
-	// Rate receives the counted limit (as ListFilter's).
-	Credential string
-	Rate       *RateInfo
 }

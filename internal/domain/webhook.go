@@ -40,17 +40,6 @@ func (e WebhookEvent) Valid() bool {
 	return false
 }
 
-// WebhookCall names whose endpoints a webhook management call is about, and
-// whom it is counted against: the admin rate limits, counted by the store in
-// the call's own round trip (docs/reference.md §10, docs/pacing.md).
-type WebhookCall struct {
-	Tenant string
-	// Credential names the rate-limit counter the call is counted on (the API
-	// key id); "": not counted. Rate, when set, receives the counted limit.
-	Credential string
-	Rate       *RateInfo
-}
-
 // Webhook is a registered endpoint. Secret is set only in the answer to the
 // registration; SealedSecret is the encrypted form kept at rest and never
 // leaves the service.

@@ -18,9 +18,8 @@ func (s *Server) counts(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	p := principal(c)
-	f.Credential, f.Rate = rateCredential(p), s.countedRate(c)
-	n, err := s.reqs.Counts(c.UserContext(), p.Tenant, f)
+	f.Call = s.call(c)
+	n, err := s.reqs.Counts(c.UserContext(), f)
 	if err != nil {
 		return err
 	}

@@ -72,9 +72,7 @@ func (s *Server) cancelOperation(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	p := principal(c)
-	tp := domain.TransitionParams{Tenant: p.Tenant, ID: c.Params("id"), By: p.KeyID, IdemKey: ik,
-		Credential: rateCredential(p), Rate: s.countedRate(c)}
+	tp := domain.TransitionParams{Call: s.call(c), ID: pathID(c), IdemKey: ik}
 	_, err = s.reqs.Cancel(c.UserContext(), tp, domain.CancelInput{})
 	if err != nil {
 		var de *domain.Error
@@ -91,9 +89,7 @@ func (s *Server) cancelOperation(c *fiber.Ctx) error {
 
 // deleteOperation answers DELETE /v1/operations/{id}: the delete of §4.
 func (s *Server) deleteOperation(c *fiber.Ctx) error {
-	p := principal(c)
-	err := s.reqs.Remove(c.UserContext(), domain.TransitionParams{Tenant: p.Tenant, ID: c.Params("id"), By: p.KeyID,
-		Credential: rateCredential(p), Rate: s.countedRate(c)})
+	err := s.reqs.Remove(c.UserContext(), domain.TransitionParams{Call: s.call(c), ID: pathID(c)})
 	if err != nil {
 		return err
 	}
@@ -200,9 +196,8 @@ func (s *Server) listOperations(c *fiber.Ctx) error {
 	if empty {
 		page = &domain.ListPage{} // terms no request can meet, such as done = true AND metadata.status = "queued"
 	} else {
-		p := principal(c)
-		f.Credential, f.Rate = rateCredential(p), s.countedRate(c)
-		page, err = s.reqs.List(c.UserContext(), p.Tenant, f)
+		f.Call = s.call(c)
+		page, err = s.reqs.List(c.UserContext(), f)
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
 
@@ -239,13 +240,12 @@ func (s *Server) create(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	p := principal(c)
-	r, _, err := s.reqs.Create(c.UserContext(), domain.CreateParams{Tenant: p.Tenant, CreatedBy: p.KeyID, Input: in, IdemKey: ik,
-		Credential: rateCredential(p), Rate: s.countedRate(c)})
+	call := s.call(c)
+	r, _, err := s.reqs.Create(c.UserContext(), domain.CreateParams{Call: call, Input: in, IdemKey: ik})
 	if err != nil {
 		return err
 	}
-	r.PollToken = s.auth.PollToken(p.Tenant, r.ID)
+	r.PollToken = s.auth.PollToken(call.Tenant, r.ID)
 	u := s.requestURL(c, r.ID)
 	c.Set(fiber.HeaderLocation, u)
 	c.Set("Operation-Location", u+monitorSuffix) // its status monitor (azure.go)
@@ -269,9 +269,31 @@ func (s *Server) pollAs(c *fiber.Ctx, v view) error {
 	return s.pacedPoll(c, v)
 }
 
+// preferWait reads the wait preference of the Prefer headers (RFC 7240):
+// "wait=N" among comma-separated preferences, each maybe with ";" parameters,
+// the name case-insensitive, N digits (maybe quoted). A malformed wait is
+// ignored, as RFC 7240 asks of preferences a server does not understand.
+func preferWait(headers [][]byte) (int, bool) {
+	for _, h := range headers {
+		for _, pref := range bytes.Split(h, []byte{','}) {
+			pref, _, _ = bytes.Cut(pref, []byte{';'})
+			name, val, ok := bytes.Cut(bytes.TrimSpace(pref), []byte{'='})
+			if !ok || !bytes.EqualFold(bytes.TrimSpace(name), []byte("wait")) {
+				continue
+			}
+			val = bytes.Trim(bytes.TrimSpace(val), `"`)
+			if len(val) == 0 || len(val) > 9 || !allIn(string(val), isDigit) {
+				continue
+			}
+			n, _ := strconv.Atoi(string(val))
+			return n, true
+		}
+	}
+	return 0, false
+}
+
 func (s *Server) pacedPoll(c *fiber.Ctx, v view) error {
 	res, err := s.reqs.Poll(c.UserContext(), s.pollParams(c, true))
-	s.noteRate(c, res.Rate)
 	if err != nil {
 		return err
 	}
@@ -288,16 +310,13 @@ func (s *Server) pacedPoll(c *fiber.Ctx, v view) error {
 // pollParams are the parameters of the caller's poll; paced polls are
 // ordinary ones, a wait's reads are not paced (it is never POLLED_TOO_EARLY).
 func (s *Server) pollParams(c *fiber.Ctx, paced bool) domain.PollParams {
-	p := principal(c)
-	pp := domain.PollParams{Tenant: p.Tenant, ID: c.Params("id")}
+	pp := domain.PollParams{Call: s.call(c), ID: pathID(c)}
 	if paced {
-		pp.Caller = p.KeyID
-		if p.KeyID == "" { // a poll token: one caller per request
+		pp.Caller = pp.By
+		if pp.By == "" { // a poll token: one caller per request
 			pp.Caller = domain.PollTokenCaller
 		}
 	}
-	// counted by the store when it counts reads (then the middleware does not)
-	pp.Credential = rateCredential(p)
 	return pp
 }
 
@@ -322,9 +341,7 @@ func etagMatches(header string, version int64) bool {
 }
 
 func (s *Server) events(c *fiber.Ctx) error {
-	p := principal(c)
-	res, err := s.reqs.ReadEvents(c.UserContext(), domain.PollParams{Tenant: p.Tenant, ID: c.Params("id"), Credential: rateCredential(p)})
-	s.noteRate(c, res.Rate)
+	res, err := s.reqs.ReadEvents(c.UserContext(), s.pollParams(c, false))
 	if err != nil {
 		return err
 	}
@@ -351,9 +368,7 @@ func (s *Server) transitionParams(c *fiber.Ctx) ([]byte, domain.TransitionParams
 	if err != nil {
 		return nil, domain.TransitionParams{}, err
 	}
-	p := principal(c)
-	return body, domain.TransitionParams{Tenant: p.Tenant, ID: c.Params("id"), By: p.KeyID, IdemKey: ik,
-		Credential: rateCredential(p), Rate: s.countedRate(c)}, nil
+	return body, domain.TransitionParams{Call: s.call(c), ID: pathID(c), IdemKey: ik}, nil
 }
 
 // transition runs one transition handler: read, decode, apply, answer 200.
@@ -400,9 +415,7 @@ func (s *Server) cancel(c *fiber.Ctx) error {
 }
 
 func (s *Server) remove(c *fiber.Ctx) error {
-	p := principal(c)
-	err := s.reqs.Remove(c.UserContext(), domain.TransitionParams{Tenant: p.Tenant, ID: c.Params("id"), By: p.KeyID,
-		Credential: rateCredential(p), Rate: s.countedRate(c)})
+	err := s.reqs.Remove(c.UserContext(), domain.TransitionParams{Call: s.call(c), ID: pathID(c)})
 	if err != nil {
 		return err
 	}

@@ -47,6 +47,18 @@ type clock = testenv.Clock
 
 func newEnv(t testing.TB, mod func(*httpapi.Options)) *env {
 	t.Helper()
+	return newAppEnv(t, func(o *app.Options) {
+		if mod != nil {
+			mod(&o.HTTP)
+		}
+	})
+}
+
+// newAppEnv is newEnv with more of the service (internal/app): mod sees the
+// options with the store already in o.Store, and may add the hub, the
+// webhooks, ...
+func newAppEnv(t testing.TB, mod func(*app.Options)) *env {
+	t.Helper()
 	m := miniredis.RunT(t)
 	// miniredis starts again on the next Dial after Close; a Redis that went
 	// away refuses connections instead
@@ -64,12 +76,12 @@ func newEnv(t testing.TB, mod func(*httpapi.Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := httpapi.Options{Limits: domain.Limits{ContextBytes: 4096, ResultBytes: 16384}, BodyLimitBytes: 64 << 10}
+	o := app.Options{Store: st, HTTP: httpapi.Options{Limits: domain.Limits{ContextBytes: 4096, ResultBytes: 16384}, BodyLimitBytes: 64 << 10}}
 	if mod != nil {
 		mod(&o)
 	}
 	e := &env{t: t, st: st, m: m, gone: gone, rdb: rdb, clock: c}
-	e.srv = e.compose(st, time.Second, nil, app.Options{HTTP: o})
+	e.srv = e.compose(st, time.Second, nil, o)
 	keys := []testenv.TestKey{
 		{Name: "acme-rw", Tenant: "acme", Scopes: domain.ScopeRead | domain.ScopeWrite},
 		{Name: "acme-r", Tenant: "acme", Scopes: domain.ScopeRead},

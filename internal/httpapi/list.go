@@ -31,9 +31,8 @@ func (s *Server) list(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	p := principal(c)
-	f.Credential, f.Rate = rateCredential(p), s.countedRate(c)
-	page, err := s.reqs.List(c.UserContext(), p.Tenant, f)
+	f.Call = s.call(c)
+	page, err := s.reqs.List(c.UserContext(), f)
 	if err != nil {
 		return err
 	}

@@ -9,13 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
-	"github.com/asyncstatus/asyncstatus/internal/auth"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/httpapi"
-	"github.com/asyncstatus/asyncstatus/internal/metrics"
 )
 
 // ---- BenchmarkLRO*: the views of docs/reference.md §15 against the poll ----
@@ -48,27 +45,6 @@ func newLROBenchRequests() *lroBenchRequests {
 		Context:   json.RawMessage(`{"account":"acc_wealth_881204","tax_year":2025,"delivery_channel":"PORTAL_DOWNLOAD","locale":"en-GB"}`),
 		Progress:  json.RawMessage(`{"percent":40,"message":"page 4 of 10"}`),
 		CreatedBy: "key_abcdefghijklmnop", CreatedAt: now, UpdatedAt: domain.Time{Time: now.Add(72 * time.Second)}, Version: 2}}
-}
-
-// lroBenchServer is benchAsyncstatus with options.
-func lroBenchServer(b *testing.B, mod func(*httpapi.Options)) (*httpapi.Server, string) {
-	b.Helper()
-	keys := memKeys{m: map[string]domain.APIKey{}}
-	plain, k, err := auth.NewKey("acme", domain.ScopeRead|domain.ScopeWrite, "bench", time.Now())
-	if err != nil {
-		b.Fatal(err)
-	}
-	_ = keys.SaveKey(context.Background(), k)
-	m, err := metrics.New(prometheus.NewRegistry())
-	if err != nil {
-		b.Fatal(err)
-	}
-	o := httpapi.Options{Metrics: m, AccessLog: newAccessLog(accessLogWriter(b, tempFile(b)))}
-	if mod != nil {
-		mod(&o)
-	}
-	a := auth.New(keys, []byte("0123456789abcdef0123456789abcdef"), time.Minute, time.Now)
-	return httpapi.New(newLROBenchRequests(), a, nil, o, nil), plain
 }
 
 // lroCall is one call a benchmark repeats: a handler and its request.
@@ -132,7 +108,7 @@ func interleave(b *testing.B, calls ...*lroCall) {
 // BenchmarkLROViews: one poll of a processing request by a cached API key,
 // as the representation, the status monitor and the Operation, in turns.
 func BenchmarkLROViews(b *testing.B) {
-	srv, key := lroBenchServer(b, nil)
+	srv, key := benchAsyncstatus(b, newLROBenchRequests(), nil)
 	h := srv.App().Handler()
 	interleave(b, newLROCall("poll", h, "/v1/requests/"+benchID, key),
 		newLROCall("monitor", h, "/v1/requests/"+benchID+"/operation", key),
@@ -143,9 +119,9 @@ func BenchmarkLROViews(b *testing.B) {
 // BenchmarkLRORouterCost: the poll on a server with the routes of §15 and on
 // one without them, in turns.
 func BenchmarkLRORouterCost(b *testing.B) {
-	with, key := lroBenchServer(b, nil)
-	without, key2 := lroBenchServer(b, httpapi.WithoutLRORoutes)
-	again, key3 := lroBenchServer(b, httpapi.WithoutLRORoutes)
+	with, key := benchAsyncstatus(b, newLROBenchRequests(), nil)
+	without, key2 := benchAsyncstatus(b, newLROBenchRequests(), httpapi.WithoutLRORoutes)
+	again, key3 := benchAsyncstatus(b, newLROBenchRequests(), httpapi.WithoutLRORoutes)
 	interleave(b, newLROCall("without", without.App().Handler(), "/v1/requests/"+benchID, key2),
 		newLROCall("with", with.App().Handler(), "/v1/requests/"+benchID, key),
 		newLROCall("without-again", again.App().Handler(), "/v1/requests/"+benchID, key3)) // the noise: another server alike

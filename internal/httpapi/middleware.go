@@ -39,9 +39,9 @@ type reqState struct {
 	// record to the parked wait.
 	start  time.Time
 	parked bool
-	// rate is the rate limit the call was counted on, by the store
-	// (countedRate) or by the middleware's limiter (countCall); authenticate
-	// writes its headers (writeRate).
+	// rate is the rate limit the call was counted on, by the store (through
+	// the Call's Rate) or by the middleware's limiter (countCall);
+	// authenticate writes its headers (writeRate).
 	rate domain.RateInfo
 	// base overrides the URLs' base (baseURL) of a parked answer.
 	base string
@@ -147,6 +147,23 @@ func rateCredential(p domain.Principal) string {
 	return "pt:" + p.PollTokenFor
 }
 
+// call is the caller of c's store call (domain.Call): its tenant and key id,
+// the counters it is counted on (when the store counts them: authedCounted),
+// and the request's state as where the counted limit goes, whose RateLimit-*
+// headers authenticate writes once the handler returns.
+func (s *Server) call(c *fiber.Ctx) domain.Call {
+	st := s.state(c)
+	p := st.principal
+	return domain.Call{Tenant: p.Tenant, By: p.KeyID, Credential: rateCredential(p), Rate: &st.rate}
+}
+
+// pathID is the {id} of c's path, copied: c.Params is a view of a buffer
+// fasthttp reuses for the next request, and what the store is given may
+// outlive the handler (an abandoned autopipelined call, a parked wait's
+// request, the hub's maps). The principal's strings are the caller's own
+// too (authorize), so the store clones nothing.
+func pathID(c *fiber.Ctx) string { return utils.CopyString(c.Params("id")) }
+
 // principal is the authenticated caller; zero before authentication.
 func principal(c *fiber.Ctx) domain.Principal {
 	if st, ok := c.Locals(localState).(*reqState); ok {
@@ -173,20 +190,6 @@ func (s *Server) authedCounted(need domain.Scopes, pollToken bool) fiber.Handler
 
 // authedPoll is authedCounted for the poll route.
 func (s *Server) authedPoll() fiber.Handler { return s.authedCounted(domain.ScopeRead, true) }
-
-// countedRate is where a store call that counts the rate limits reports them
-// (domain.CreateParams.Rate, TransitionParams.Rate, ...): the request's
-// state, whose headers authenticate writes. The store writes it only when it
-// counted the call.
-func (s *Server) countedRate(c *fiber.Ctx) *domain.RateInfo { return &s.state(c).rate }
-
-// noteRate is countedRate for a read, whose result carries the rate it
-// counted (domain.PollResult.Rate).
-func (s *Server) noteRate(c *fiber.Ctx, r *domain.RateInfo) {
-	if r != nil {
-		s.state(c).rate = *r
-	}
-}
 
 // writeRate writes the RateLimit-* headers of the limit the call was counted
 // on, if it was (docs/reference.md §5): authenticate, once the handler is
@@ -236,6 +239,8 @@ func (s *Server) authorize(c *fiber.Ctx, need domain.Scopes, scope string, pollT
 		p, err = s.auth.APIKeyFrom(c.UserContext(), key, s.clientAddr(c))
 	case tok != "":
 		p, err = s.auth.PollTokenPrincipal(tok, c.Params("id"))
+		// its tenant and id are views of the header and path (pathID)
+		p.Tenant, p.PollTokenFor = utils.CopyString(p.Tenant), utils.CopyString(p.PollTokenFor)
 	default:
 		return domain.Errorf(domain.Unauthenticated, "A valid API key is required: Authorization: Bearer <key>.")
 	}

@@ -384,8 +384,10 @@ func benchStore(b *testing.B, rdb redis.UniversalClient, ob observation) {
 		b.Fatal(err)
 	}
 	srv, key := benchServer(b, st, st, clk.Now, ob, m)
-	r, _, err := st.Create(context.Background(), domain.CreateParams{Tenant: "acme", CreatedBy: "key_bench",
-		Input: domain.CreateInput{Type: "statement.export", Context: []byte(`{"account":"acc_881204"}`)}})
+	r, _, err := st.Create(context.Background(), domain.CreateParams{
+		Call:  domain.Call{Tenant: "acme", By: "key_bench"},
+		Input: domain.CreateInput{Type: "statement.export", Context: []byte(`{"account":"acc_881204"}`)},
+	})
 	if err != nil {
 		b.Fatal(err)
 	}

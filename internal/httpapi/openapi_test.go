@@ -21,7 +21,6 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/asyncstatus/asyncstatus/internal/app"
 	"github.com/asyncstatus/asyncstatus/internal/httpapi"
@@ -154,32 +153,28 @@ func (k *contract) check(t *testing.T, e *env, x exchange) resp {
 // routes, so that the contract also covers answers that pass through the
 // observe middleware and every /v1/webhooks operation.
 func observed(t *testing.T) *env {
-	late, lw := &lateEndpoints{}, &lateWaits{}
-	e := newEnv(t, func(o *httpapi.Options) {
+	return newAppEnv(t, func(o *app.Options) {
 		m, err := metrics.New(prometheus.NewRegistry())
 		if err != nil {
 			t.Fatal(err)
 		}
-		o.Metrics = m
-		o.AccessLog = slog.New(slog.NewJSONHandler(io.Discard, nil))
-		o.Webhooks = contractWebhooks(t, late)
-		o.Waits = lw
-		o.Wait = httpapi.WaitOptions{Max: 30 * time.Second, MaxWaiters: 100, Heartbeat: 100 * time.Millisecond,
+		o.HTTP.Metrics = m
+		o.HTTP.AccessLog = slog.New(slog.NewJSONHandler(io.Discard, nil))
+		o.HTTP.Wait = httpapi.WaitOptions{Max: 30 * time.Second, MaxWaiters: 100, Heartbeat: 100 * time.Millisecond,
 			StreamMax: time.Second, ReadTimeout: 2 * time.Second}
+		contractParts(t, o)
 	})
-	late.Endpoints = e.st
-	lw.Waits = contractHub(t, e.st)
-	return e
 }
 
-// lateWaits lets the server be built before the store its hub follows exists.
-type lateWaits struct{ httpapi.Waits }
-
-// contractHub is a hub on st, closed when the test ends.
-func contractHub(t *testing.T, st *store.Store) *store.Hub {
-	hub := st.NewHub(store.HubOptions{})
-	t.Cleanup(hub.Close)
-	return hub
+// contractParts adds the notification hub and the webhooks to o: the routes,
+// and a dispatcher delivering the messages on the real clock (its registry
+// walks are paced by it); the first retry is an hour away, so a failed
+// attempt stays "retrying".
+func contractParts(t *testing.T, o *app.Options) {
+	o.Waits = &store.HubOptions{}
+	o.Webhooks = &webhook.DispatcherOptions{Timeout: 2 * time.Second, RetrySchedule: []time.Duration{time.Hour},
+		Guard: contractGuard, Sealer: contractSealer(t), PollInterval: 20 * time.Millisecond,
+		RegistryInterval: 20 * time.Millisecond, Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
 }
 
 // contractGuard allows http and private addresses (webhooks.allow_http and
@@ -194,29 +189,6 @@ func contractSealer(t *testing.T) *webhook.Sealer {
 		t.Fatal(err)
 	}
 	return sealer
-}
-
-func contractWebhooks(t *testing.T, st webhook.Endpoints) httpapi.Webhooks {
-	return webhook.NewService(st, contractGuard, contractSealer(t), nil)
-}
-
-// startContractDispatcher delivers e's webhook messages until the test ends. It
-// runs on the real clock (its registry walks are paced by it); the first retry
-// is an hour away, so a failed attempt stays "retrying".
-func startContractDispatcher(t *testing.T, e *env) {
-	t.Helper()
-	d, err := webhook.NewDispatcher(e.st, webhook.DispatcherOptions{Timeout: 2 * time.Second,
-		RetrySchedule: []time.Duration{time.Hour}, Guard: contractGuard, Sealer: contractSealer(t),
-		PollInterval: 20 * time.Millisecond, RegistryInterval: 20 * time.Millisecond,
-		Log: slog.New(slog.NewJSONHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.st.OnOutbox(d.Nudge)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); d.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done; e.st.OnOutbox(nil) })
 }
 
 // receiver is a webhook receiver answering status to every message.
@@ -525,8 +497,9 @@ func TestOpenAPIContract(t *testing.T) {
 
 	// rate limited: every authenticated route
 	rl := &env{t: t, st: e.st, m: e.m, rdb: e.rdb, clock: e.clock, keys: e.keys}
-	rl.srv = rl.compose(e.st, time.Second, &fakeLimiter{left: 0}, app.Options{Waits: &store.HubOptions{},
-		HTTP: httpapi.Options{BodyLimitBytes: 64 << 10, Webhooks: contractWebhooks(t, e.st)}})
+	ro := app.Options{HTTP: httpapi.Options{BodyLimitBytes: 64 << 10}}
+	contractParts(t, &ro)
+	rl.srv = rl.compose(e.st, time.Second, &fakeLimiter{left: 0}, ro)
 	for _, x := range authedExchanges(live, liveTok, listed, rw, admin) {
 		x.name += " rate limited"
 		x.want, x.code = 429, "RATE_LIMITED"
@@ -549,21 +522,15 @@ func TestOpenAPIContract(t *testing.T) {
 // downEnv is e's keys in front of a server whose Redis refuses connections (an
 // address nothing listens on; a closed miniredis still accepts Dial).
 func downEnv(t *testing.T, e *env) *env {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
-	t.Cleanup(func() { rdb.Close() })
+	rdb := deadRedis(t)
 	st, err := store.New(rdb, store.Options{Now: e.clock.Now, OpTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	down := &env{t: e.t, st: st, m: e.m, rdb: rdb, clock: e.clock, keys: e.keys}
-	down.srv = down.compose(st, time.Second, nil, app.Options{Waits: &store.HubOptions{},
-		HTTP: httpapi.Options{BodyLimitBytes: 64 << 10, Webhooks: contractWebhooks(t, st)}})
+	do := app.Options{HTTP: httpapi.Options{BodyLimitBytes: 64 << 10}}
+	contractParts(t, &do)
+	down.srv = down.compose(st, time.Second, nil, do)
 	return down
 }
 
@@ -764,12 +731,11 @@ func TestOpenAPIRefusesWhatServerRefuses(t *testing.T) {
 const unknownWebhook = "ep_aaaaaaaaaaaaaaaaaaaaaaaa"
 
 // contractWebhookRoutes drives every /v1/webhooks operation, success and error
-// answers, with a dispatcher delivering to receivers on loopback so that the
+// answers, with e's dispatcher (contractParts) delivering to receivers on loopback so that the
 // deliveries listing holds every kind of attempt. It returns a live endpoint id.
 func contractWebhookRoutes(t *testing.T, k *contract, e *env, rw, admin []string) string {
 	t.Helper()
 	with := func(a []string, b ...string) []string { return append(append([]string{}, a...), b...) }
-	startContractDispatcher(t, e)
 	ok, failing := receiver(t, 204), receiver(t, 500)
 	refused := func() string { // an address nothing listens on
 		ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -59,7 +59,7 @@ func (s *Server) park(c *fiber.Ctx, wa domain.Watch, sl *slot, r *domain.Request
 	st := s.state(c)
 	pw := &parkedWait{s: s, wa: wa, slot: sl, r: r, applied: applied, match: utils.CopyString(match), conn: rc.Conn(),
 		uri: utils.CopyString(c.OriginalURL()), origin: utils.CopyString(c.Get(fiber.HeaderOrigin)),
-		head: rc.IsHead(), id: st.id, who: copyPrincipal(st.principal),
+		head: rc.IsHead(), id: st.id, who: st.principal,
 		start: st.start, view: v}
 	if v.namesURLs() {
 		pw.base = s.baseURL(c) // the answer's context has no Host
@@ -74,11 +74,6 @@ func (s *Server) park(c *fiber.Ctx, wa domain.Watch, sl *slot, r *domain.Request
 	rc.HijackSetNoResponse(true)
 	rc.Hijack(func(net.Conn) { go pw.run() }) // returning frees fasthttp's part
 	return true
-}
-
-func copyPrincipal(p domain.Principal) domain.Principal {
-	p.Tenant, p.KeyID, p.PollTokenFor = utils.CopyString(p.Tenant), utils.CopyString(p.KeyID), utils.CopyString(p.PollTokenFor)
-	return p
 }
 
 // run waits, answers, and closes the connection.

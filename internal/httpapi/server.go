@@ -21,16 +21,19 @@ import (
 	"github.com/asyncstatus/asyncstatus/internal/ratelimit"
 )
 
-// Requests is what the HTTP layer needs of the request store.
+// Requests is what the HTTP layer needs of the request store. Every call
+// carries the caller's domain.Call (call, middleware.go): the store counts
+// it on the rate limits when it counts that scope (CountsRateLimits) and
+// writes what it counted through Call.Rate.
 type Requests interface {
 	Create(ctx context.Context, p domain.CreateParams) (*domain.Request, bool, error)
 	Poll(ctx context.Context, p domain.PollParams) (domain.PollResult, error)
-	// ReadEvents reads a request with its events, counting p.Credential as Poll does.
+	// ReadEvents reads a request with its events, counted as Poll is.
 	ReadEvents(ctx context.Context, p domain.PollParams) (domain.PollResult, error)
-	List(ctx context.Context, tenant string, f domain.ListFilter) (*domain.ListPage, error)
-	// Counts counts the tenant's requests by status under f's type, label
-	// selector (one term) and time bounds, counting f.Credential as List does.
-	Counts(ctx context.Context, tenant string, f domain.ListFilter) (domain.StatusCounts, error)
+	List(ctx context.Context, f domain.ListFilter) (*domain.ListPage, error)
+	// Counts counts f.Tenant's requests by status under f's type, label
+	// selector (one term) and time bounds, counted as List is.
+	Counts(ctx context.Context, f domain.ListFilter) (domain.StatusCounts, error)
 	MarkProcessing(ctx context.Context, p domain.TransitionParams, in domain.ProgressInput) (*domain.Request, error)
 	Complete(ctx context.Context, p domain.TransitionParams, in domain.CompleteInput) (*domain.Request, error)
 	Fail(ctx context.Context, p domain.TransitionParams, in domain.FailInput) (*domain.Request, error)
@@ -39,9 +42,8 @@ type Requests interface {
 	Remove(ctx context.Context, p domain.TransitionParams) error
 	Ready(ctx context.Context) error
 	// CountsRateLimits reports whether the store counts the calls of scope
-	// against the rate limits itself, in the call's own round trip (Create,
-	// the transitions and Poll take a Credential and report the counted limit
-	// in Rate). Those routes then skip the RateLimiter: the store's
+	// against the rate limits itself, in the call's own round trip (on the
+	// Call's Credential). Those routes then skip the RateLimiter: the store's
 	// configuration is the one switch.
 	CountsRateLimits(scope string) bool
 }
@@ -49,11 +51,11 @@ type Requests interface {
 // Webhooks is what the HTTP layer needs to manage webhook endpoints (docs/reference.md §10).
 // Options.Webhooks nil turns the /v1/webhooks routes off (webhooks.enabled false).
 type Webhooks interface {
-	RegisterWebhook(ctx context.Context, c domain.WebhookCall, in domain.WebhookInput) (*domain.Webhook, error)
-	ListWebhooks(ctx context.Context, c domain.WebhookCall) ([]domain.Webhook, error)
-	Webhook(ctx context.Context, c domain.WebhookCall, id string) (*domain.Webhook, error)
-	DeleteWebhook(ctx context.Context, c domain.WebhookCall, id string) error
-	WebhookDeliveries(ctx context.Context, c domain.WebhookCall, id string) ([]domain.WebhookDelivery, error)
+	RegisterWebhook(ctx context.Context, c domain.Call, in domain.WebhookInput) (*domain.Webhook, error)
+	ListWebhooks(ctx context.Context, c domain.Call) ([]domain.Webhook, error)
+	Webhook(ctx context.Context, c domain.Call, id string) (*domain.Webhook, error)
+	DeleteWebhook(ctx context.Context, c domain.Call, id string) error
+	WebhookDeliveries(ctx context.Context, c domain.Call, id string) ([]domain.WebhookDelivery, error)
 }
 
 // Authenticator checks credentials.

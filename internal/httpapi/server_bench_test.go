@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -135,13 +134,13 @@ func (f *benchRequests) Complete(context.Context, domain.TransitionParams, domai
 	return &r, nil
 }
 
-// benchAsyncstatus is the production server over the fake store: real
-// Authenticator with a long key cache, metrics, and the JSON access log on a file.
-func benchAsyncstatus(b *testing.B, reqs httpapi.Requests) (fasthttp.RequestHandler, string) {
+// benchAsyncstatus is the production server over the fake store reqs: real
+// Authenticator with a long key cache, metrics, and the JSON access log on a
+// file; mod, when set, changes its options. It returns a key to call it with.
+func benchAsyncstatus(b *testing.B, reqs httpapi.Requests, mod func(*httpapi.Options)) (*httpapi.Server, string) {
 	b.Helper()
-	now := time.Now
 	keys := memKeys{m: map[string]domain.APIKey{}}
-	plain, k, err := auth.NewKey("acme", domain.ScopeRead|domain.ScopeWrite, "bench", now())
+	plain, k, err := auth.NewKey("acme", domain.ScopeRead|domain.ScopeWrite, "bench", time.Now())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -150,16 +149,13 @@ func benchAsyncstatus(b *testing.B, reqs httpapi.Requests) (fasthttp.RequestHand
 	if err != nil {
 		b.Fatal(err)
 	}
-	f, err := os.Create(filepath.Join(b.TempDir(), "access.log"))
-	if err != nil {
-		b.Fatal(err)
+	w := accessLogWriter(b, tempFile(b))
+	o := httpapi.Options{Metrics: m, AccessLog: newAccessLog(w)}
+	if mod != nil {
+		mod(&o)
 	}
-	b.Cleanup(func() { f.Close() })
-	w := accessLogWriter(b, f)
-	log := slog.New(slog.NewJSONHandler(w, nil))
-	a := auth.New(keys, []byte("0123456789abcdef0123456789abcdef"), time.Minute, now)
-	srv := httpapi.New(reqs, a, nil, httpapi.Options{Metrics: m, AccessLog: newAccessLog(w)}, log)
-	return srv.App().Handler(), plain
+	a := auth.New(keys, []byte("0123456789abcdef0123456789abcdef"), time.Minute, time.Now)
+	return httpapi.New(reqs, a, nil, o, slog.New(slog.NewJSONHandler(w, nil))), plain
 }
 
 // ---- the yardstick: bench/baseline's work around its Redis call ----
@@ -269,8 +265,8 @@ func benchPair(b *testing.B, method, uri string, body func(ref referenceRequest,
 		runServer(b, benchYardstick(f), method, uri, "", bd, ydWant)
 	})
 	b.Run("asyncstatus", func(b *testing.B) {
-		h, key := benchAsyncstatus(b, f)
-		runServer(b, h, method, uri, key, bd, want)
+		srv, key := benchAsyncstatus(b, f, nil)
+		runServer(b, srv.App().Handler(), method, uri, key, bd, want)
 	})
 }
 

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"strings"
 	"sync"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
@@ -58,7 +57,7 @@ func (s *Server) holdSlot(p domain.Principal) *slot {
 	if sh.tenants == nil {
 		sh.tenants, sh.creds = map[string]int{}, map[string]int{}
 	}
-	sl := &slot{tenant: strings.Clone(p.Tenant), cred: strings.Clone(cred)}
+	sl := &slot{tenant: p.Tenant, cred: cred} // the principal's own strings (authorize)
 	sh.tenants[sl.tenant]++
 	sh.creds[sl.cred]++
 	return sl

@@ -26,7 +26,7 @@ func TestStreamLineEnds(t *testing.T) {
 	var events []map[string]string
 	cur := map[string]string{}
 	for {
-		line, err := readSSELine(br)
+		line, err := testenv.ReadSSELine(br)
 		if err != nil {
 			break // the stream ends after the terminal event
 		}
@@ -64,26 +64,5 @@ func TestStreamLineEnds(t *testing.T) {
 	}
 	if events[0]["event"] != "request" || json.Unmarshal([]byte(events[0]["data"]), &r) != nil || r.Progress.Message != msg {
 		t.Fatalf("first event %q: the message did not come back whole", events[0])
-	}
-}
-
-// readSSELine reads one line of an event stream, ended by CR, LF or CRLF.
-func readSSELine(br *bufio.Reader) (string, error) {
-	var b strings.Builder
-	for {
-		c, err := br.ReadByte()
-		if err != nil {
-			return "", err
-		}
-		switch c {
-		case '\n':
-			return b.String(), nil
-		case '\r':
-			if next, err := br.Peek(1); err == nil && next[0] == '\n' {
-				_, _ = br.ReadByte()
-			}
-			return b.String(), nil
-		}
-		b.WriteByte(c)
 	}
 }

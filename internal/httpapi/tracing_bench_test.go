@@ -177,8 +177,10 @@ func benchTracingRedis(b *testing.B, method string, complete bool) {
 				n = b.N
 			}
 			for i := range n {
-				r, _, err := s.Create(context.Background(), domain.CreateParams{Tenant: "acme", CreatedBy: k.ID,
-					Input: domain.CreateInput{Type: ref.Create.Type, Context: ctxJSON}})
+				r, _, err := s.Create(context.Background(), domain.CreateParams{
+					Call:  domain.Call{Tenant: "acme", By: k.ID},
+					Input: domain.CreateInput{Type: ref.Create.Type, Context: ctxJSON},
+				})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -1,10 +1,8 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -72,29 +70,6 @@ func (s *Server) StopWaits() {
 	s.parkedWaits.Wait()
 }
 
-// preferWait reads the wait preference of the Prefer headers (RFC 7240):
-// "wait=N" among comma-separated preferences, each maybe with ";" parameters,
-// the name case-insensitive, N digits (maybe quoted). A malformed wait is
-// ignored, as RFC 7240 asks of preferences a server does not understand.
-func preferWait(headers [][]byte) (int, bool) {
-	for _, h := range headers {
-		for _, pref := range bytes.Split(h, []byte{','}) {
-			pref, _, _ = bytes.Cut(pref, []byte{';'})
-			name, val, ok := bytes.Cut(bytes.TrimSpace(pref), []byte{'='})
-			if !ok || !bytes.EqualFold(bytes.TrimSpace(name), []byte("wait")) {
-				continue
-			}
-			val = bytes.Trim(bytes.TrimSpace(val), `"`)
-			if len(val) == 0 || len(val) > 9 || !allIn(string(val), isDigit) {
-				continue
-			}
-			n, _ := strconv.Atoi(string(val))
-			return n, true
-		}
-	}
-	return 0, false
-}
-
 // appliedWait clamps a wait preference into 1..wait.max seconds.
 func (s *Server) appliedWait(n int) int {
 	return min(max(n, 1), int(s.opts.Wait.Max/time.Second))
@@ -104,13 +79,6 @@ func (s *Server) appliedWait(n int) int {
 // against the read rate limits (once for the whole wait), unpaced.
 func (s *Server) firstRead(c *fiber.Ctx) (*domain.Request, error) {
 	res, err := s.reqs.Poll(c.UserContext(), s.pollParams(c, false))
-	s.noteRate(c, res.Rate)
-	if res.Request != nil {
-		// The store names the request with the id it was given, c.Params'
-		// view of Fiber's path buffer; a parked wait or a stream answers
-		// after c went back to Fiber's pool and another request rewrote it.
-		res.Request.ID = strings.Clone(res.Request.ID)
-	}
 	return res.Request, err
 }
 
@@ -124,7 +92,7 @@ func (s *Server) watch(c *fiber.Ctx) (wa domain.Watch, sl *slot, err error) {
 		s.opts.Metrics.WaitCapped()
 		return nil, nil, nil
 	}
-	wa, err = s.opts.Waits.Watch(c.UserContext(), p.Tenant, c.Params("id"))
+	wa, err = s.opts.Waits.Watch(c.UserContext(), p.Tenant, pathID(c))
 	if err != nil {
 		s.releaseSlot(sl)
 		if domain.ErrorCode(err) == domain.NotFound {

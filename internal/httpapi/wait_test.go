@@ -30,6 +30,17 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
+// failoverCluster is a Cluster of the test's own, which it may fail over,
+// and the backend of its clients (quick to see the new topology).
+func failoverCluster(t *testing.T) (*testenv.ClusterProcs, testenv.Backend) {
+	c := testenv.StartCluster(t)
+	return c, testenv.Backend{Name: "private-cluster", Client: func(tb testing.TB) redis.UniversalClient {
+		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ClusterStateReloadInterval: 500 * time.Millisecond})
+		tb.Cleanup(func() { _ = rdb.Close() })
+		return rdb
+	}, AutoPipeline: true}
+}
+
 // replicaPair is two servers (replicas) over one Redis, each with its own
 // store and notification hub, listening on loopback TCP: a wait held by one
 // is woken by a transition made through the other.
@@ -403,6 +414,22 @@ func TestDepartedClientFreesItsSlot(t *testing.T) {
 // sseEvent is one event of a stream.
 type sseEvent struct{ id, event, data string }
 
+// field takes an id, event or data line of an event stream into e; false
+// for any other line.
+func (e *sseEvent) field(line string) bool {
+	switch {
+	case strings.HasPrefix(line, "id: "):
+		e.id = line[4:]
+	case strings.HasPrefix(line, "event: "):
+		e.event = line[7:]
+	case strings.HasPrefix(line, "data: "):
+		e.data = line[6:]
+	default:
+		return false
+	}
+	return true
+}
+
 // readEvents reads a stream's events until it ends, after checking its
 // retry line.
 func readEvents(t testing.TB, res *http.Response) []sseEvent {
@@ -428,13 +455,7 @@ func readEvents(t testing.TB, res *http.Response) []sseEvent {
 			}
 			cur = sseEvent{}
 		case strings.HasPrefix(line, ":"):
-		case strings.HasPrefix(line, "id: "):
-			cur.id = line[4:]
-		case strings.HasPrefix(line, "event: "):
-			cur.event = line[7:]
-		case strings.HasPrefix(line, "data: "):
-			cur.data = line[6:]
-		default:
+		case !cur.field(line):
 			t.Fatalf("unexpected line %q", line)
 		}
 	}
@@ -648,12 +669,7 @@ func TestStreamQueryTokenNeverLogged(t *testing.T) {
 // replica B once the cluster has failed over, still end every wait with the
 // new state (the hub resubscribes on the promoted replica and reads again).
 func TestLongPollSurvivesAClusterFailover(t *testing.T) {
-	c := testenv.StartCluster(t)
-	be := testenv.Backend{Name: "private-cluster", Client: func(tb testing.TB) redis.UniversalClient {
-		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ClusterStateReloadInterval: 500 * time.Millisecond})
-		tb.Cleanup(func() { _ = rdb.Close() })
-		return rdb
-	}, AutoPipeline: true}
+	c, be := failoverCluster(t)
 	p := newReplicaPair(t, be, nil, nil)
 	auth := []string{"Authorization", "Bearer " + p.key}
 	const n = 5

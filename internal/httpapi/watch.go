@@ -2,10 +2,10 @@ package httpapi
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/utils"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/wire"
@@ -44,9 +44,8 @@ func (s *Server) watchList(c *fiber.Ctx, values map[string][]string) error {
 		s.opts.Metrics.WaitCapped()
 		return s.watchRefused(c)
 	}
-	rate := s.countedRate(c)
-	w, err := ws.WatchTenant(c.UserContext(), domain.WatchParams{Tenant: p.Tenant, LastEventID: strings.Clone(c.Get("Last-Event-ID")),
-		Filter: f, Credential: rateCredential(p), Rate: rate})
+	w, err := ws.WatchTenant(c.UserContext(), domain.WatchParams{Call: s.call(c), LastEventID: utils.CopyString(c.Get("Last-Event-ID")),
+		Filter: f})
 	if err != nil {
 		s.releaseSlot(sl)
 		if domain.ErrorCode(err) == domain.BackendUnavailable {

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/asyncstatus/asyncstatus/internal/auth"
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/store"
@@ -65,13 +63,8 @@ func openWatch(t testing.TB, url string, hdr ...string) *liveWatch {
 					w.positions <- cur.id
 				}
 				cur = sseEvent{}
-			case strings.HasPrefix(line, ":"), strings.HasPrefix(line, "retry: "):
-			case strings.HasPrefix(line, "id: "):
-				cur.id = line[4:]
-			case strings.HasPrefix(line, "event: "):
-				cur.event = line[7:]
-			case strings.HasPrefix(line, "data: "):
-				cur.data = line[6:]
+			default: // a comment, retry: or a field
+				cur.field(line)
 			}
 		}
 	}()
@@ -292,12 +285,7 @@ func TestWatchBadParameters(t *testing.T) {
 // (the hub resubscribes on the promoted replica, and each feed reads the log
 // again from where it was), none twice.
 func TestWatchSurvivesAClusterFailover(t *testing.T) {
-	c := testenv.StartCluster(t)
-	be := testenv.Backend{Name: "private-cluster", Client: func(tb testing.TB) redis.UniversalClient {
-		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ClusterStateReloadInterval: 500 * time.Millisecond})
-		tb.Cleanup(func() { _ = rdb.Close() })
-		return rdb
-	}, AutoPipeline: true}
+	c, be := failoverCluster(t)
 	p := newReplicaPair(t, be, nil, func(o *store.Options) { o.TenantShards = 4 })
 	auth := []string{"Authorization", "Bearer " + p.key}
 	const n = 6

@@ -4,7 +4,6 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/gofiber/fiber/v2/utils"
 
 	"github.com/asyncstatus/asyncstatus/internal/domain"
 	"github.com/asyncstatus/asyncstatus/internal/wire"
@@ -22,8 +21,7 @@ func (s *Server) registerWebhook(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	call := s.webhookCall(c)
-	w, err := s.opts.Webhooks.RegisterWebhook(c.UserContext(), call, in)
+	w, err := s.opts.Webhooks.RegisterWebhook(c.UserContext(), s.call(c), in)
 	if err != nil {
 		return err
 	}
@@ -33,8 +31,7 @@ func (s *Server) registerWebhook(c *fiber.Ctx) error {
 }
 
 func (s *Server) listWebhooks(c *fiber.Ctx) error {
-	call := s.webhookCall(c)
-	ws, err := s.opts.Webhooks.ListWebhooks(c.UserContext(), call)
+	ws, err := s.opts.Webhooks.ListWebhooks(c.UserContext(), s.call(c))
 	if err != nil {
 		return err
 	}
@@ -45,8 +42,7 @@ func (s *Server) listWebhooks(c *fiber.Ctx) error {
 }
 
 func (s *Server) getWebhook(c *fiber.Ctx) error {
-	call := s.webhookCall(c)
-	w, err := s.opts.Webhooks.Webhook(c.UserContext(), call, utils.CopyString(c.Params("id")))
+	w, err := s.opts.Webhooks.Webhook(c.UserContext(), s.call(c), pathID(c))
 	if err != nil {
 		return err
 	}
@@ -54,8 +50,7 @@ func (s *Server) getWebhook(c *fiber.Ctx) error {
 }
 
 func (s *Server) deleteWebhook(c *fiber.Ctx) error {
-	call := s.webhookCall(c)
-	err := s.opts.Webhooks.DeleteWebhook(c.UserContext(), call, utils.CopyString(c.Params("id")))
+	err := s.opts.Webhooks.DeleteWebhook(c.UserContext(), s.call(c), pathID(c))
 	if err != nil {
 		return err
 	}
@@ -63,8 +58,7 @@ func (s *Server) deleteWebhook(c *fiber.Ctx) error {
 }
 
 func (s *Server) webhookDeliveries(c *fiber.Ctx) error {
-	call := s.webhookCall(c)
-	ds, err := s.opts.Webhooks.WebhookDeliveries(c.UserContext(), call, utils.CopyString(c.Params("id")))
+	ds, err := s.opts.Webhooks.WebhookDeliveries(c.UserContext(), s.call(c), pathID(c))
 	if err != nil {
 		return err
 	}
@@ -72,14 +66,6 @@ func (s *Server) webhookDeliveries(c *fiber.Ctx) error {
 		ds = []domain.WebhookDelivery{}
 	}
 	return s.writeWebhookJSON(c, fiber.StatusOK, fiber.Map{"items": ds})
-}
-
-// webhookCall is the caller of a webhook route: its tenant, and the
-// credential the store counts the admin rate limits on (when it counts them:
-// authedCounted).
-func (s *Server) webhookCall(c *fiber.Ctx) domain.WebhookCall {
-	p := principal(c)
-	return domain.WebhookCall{Tenant: p.Tenant, Credential: rateCredential(p), Rate: s.countedRate(c)}
 }
 
 // writeWebhookJSON answers with a JSON body that must not be cached (it may hold a secret).

@@ -8,13 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/asyncstatus/asyncstatus/internal/httpapi"
+	"github.com/asyncstatus/asyncstatus/internal/app"
 	"github.com/asyncstatus/asyncstatus/internal/webhook"
 )
-
-// lateEndpoints lets the server be built before the store it will use exists
-// (newEnv makes the store after the options).
-type lateEndpoints struct{ webhook.Endpoints }
 
 type tableResolver map[string]string
 
@@ -29,16 +25,14 @@ func (r tableResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.A
 // (https and public addresses only) and a resolver that knows a few names.
 func webhookEnv(t testing.TB) *env {
 	t.Helper()
-	late := &lateEndpoints{}
 	sealer, err := webhook.NewSealer([]byte("http-test-webhook-key-0123456789abcdef"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	guard := &webhook.Guard{Resolver: tableResolver{"partner.example": "93.184.216.34", "sneaky.example": "127.0.0.1",
 		"metadata.example": "169.254.169.254"}}
-	e := newEnv(t, func(o *httpapi.Options) { o.Webhooks = webhook.NewService(late, guard, sealer, nil) })
-	late.Endpoints = e.st
-	return e
+	// the routes alone: no dispatcher delivers to these names' addresses
+	return newAppEnv(t, func(o *app.Options) { o.HTTP.Webhooks = webhook.NewService(o.Store, guard, sealer, nil) })
 }
 
 func TestWebhookRoutes(t *testing.T) {

@@ -99,8 +99,10 @@ func TestAuditEntriesForEveryChange(t *testing.T) {
 			o.ProcessingTimeout = 10 * time.Second
 		})
 		create := func() string {
-			r, _, err := f.s.Create(ctx, domain.CreateParams{Tenant: "acme", CreatedBy: "key_c",
-				Input: domain.CreateInput{Type: "t.a", Context: json.RawMessage(`{"k":"` + secretWord + `"}`)}})
+			r, _, err := f.s.Create(ctx, domain.CreateParams{
+				Call:  domain.Call{Tenant: "acme", By: "key_c"},
+				Input: domain.CreateInput{Type: "t.a", Context: json.RawMessage(`{"k":"` + secretWord + `"}`)},
+			})
 			if err != nil {
 				t.Fatal(err)
 			}

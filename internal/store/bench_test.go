@@ -61,7 +61,7 @@ func BenchmarkStore(b *testing.B) {
 		b.SetParallelism(8)
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				if _, _, err := s.Create(ctx, domain.CreateParams{Tenant: "bench", CreatedBy: "key_b", Input: in}); err != nil {
+				if _, _, err := s.Create(ctx, domain.CreateParams{Call: domain.Call{Tenant: "bench", By: "key_b"}, Input: in}); err != nil {
 					b.Error(err)
 					return
 				}
@@ -72,7 +72,7 @@ func BenchmarkStore(b *testing.B) {
 		s := benchStore(b)
 		ids := make([]string, b.N)
 		for i := range ids {
-			r, _, err := s.Create(ctx, domain.CreateParams{Tenant: "bench", CreatedBy: "key_b", Input: in})
+			r, _, err := s.Create(ctx, domain.CreateParams{Call: domain.Call{Tenant: "bench", By: "key_b"}, Input: in})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -84,7 +84,7 @@ func BenchmarkStore(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				id := ids[next.Add(1)-1]
-				if _, err := s.Complete(ctx, domain.TransitionParams{Tenant: "bench", ID: id, By: "key_b"}, done); err != nil {
+				if _, err := s.Complete(ctx, domain.TransitionParams{Call: domain.Call{Tenant: "bench", By: "key_b"}, ID: id}, done); err != nil {
 					b.Error(err)
 					return
 				}
@@ -96,11 +96,11 @@ func BenchmarkStore(b *testing.B) {
 		const n = 1000
 		ids := make([]string, n)
 		for i := range ids {
-			r, _, err := s.Create(ctx, domain.CreateParams{Tenant: "bench", CreatedBy: "key_b", Input: in})
+			r, _, err := s.Create(ctx, domain.CreateParams{Call: domain.Call{Tenant: "bench", By: "key_b"}, Input: in})
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := s.MarkProcessing(ctx, domain.TransitionParams{Tenant: "bench", ID: r.ID, By: "key_b"}, prog); err != nil {
+			if _, err := s.MarkProcessing(ctx, domain.TransitionParams{Call: domain.Call{Tenant: "bench", By: "key_b"}, ID: r.ID}, prog); err != nil {
 				b.Fatal(err)
 			}
 			ids[i] = r.ID
@@ -124,7 +124,7 @@ func BenchmarkStore(b *testing.B) {
 	})
 	b.Run("Read", func(b *testing.B) { // the same read without pacing (events route)
 		s := benchStore(b)
-		r, _, err := s.Create(ctx, domain.CreateParams{Tenant: "bench", CreatedBy: "key_b", Input: in})
+		r, _, err := s.Create(ctx, domain.CreateParams{Call: domain.Call{Tenant: "bench", By: "key_b"}, Input: in})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -141,7 +141,7 @@ func BenchmarkStore(b *testing.B) {
 	})
 	b.Run("RawGET", func(b *testing.B) { // the floor: one GET of the same record
 		s := benchStore(b)
-		r, _, err := s.Create(ctx, domain.CreateParams{Tenant: "bench", CreatedBy: "key_b", Input: in})
+		r, _, err := s.Create(ctx, domain.CreateParams{Call: domain.Call{Tenant: "bench", By: "key_b"}, Input: in})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -210,12 +210,12 @@ func BenchmarkLifecycle(b *testing.B) {
 			b.SetParallelism(8)
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					r, _, err := s.Create(ctx, domain.CreateParams{Tenant: "bench", CreatedBy: "key_b", Input: in})
+					r, _, err := s.Create(ctx, domain.CreateParams{Call: domain.Call{Tenant: "bench", By: "key_b"}, Input: in})
 					if err != nil {
 						b.Error(err)
 						return
 					}
-					p := domain.TransitionParams{Tenant: "bench", ID: r.ID, By: "key_b"}
+					p := domain.TransitionParams{Call: domain.Call{Tenant: "bench", By: "key_b"}, ID: r.ID}
 					if _, err := s.MarkProcessing(ctx, p, prog); err != nil {
 						b.Error(err)
 						return

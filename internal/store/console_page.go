@@ -11,13 +11,14 @@ import (
 
 // ReadTenantPage reads what the console's requests page shows, in about the
 // time of List alone (docs/reference.md §14: "a page of 50 requests renders in about the
-// time of one list call"): List(f) of tenant, TenantSummary of tenant and, when
+// time of one list call"): List(f), TenantSummary of f.Tenant and, when
 // sessionDigest is not "", the console session stored under it. The summary's
 // and the session's commands ride the pipeline that reads the page's records,
 // so they cost no round trip of their own; they get one when no record is read
 // (an empty or refused page). err is the summary's failure; the listing's and
 // the session's are in the page.
-func (s *Store) ReadTenantPage(ctx context.Context, tenant string, f domain.ListFilter, sessionDigest string) (domain.TenantPage, error) {
+func (s *Store) ReadTenantPage(ctx context.Context, f domain.ListFilter, sessionDigest string) (domain.TenantPage, error) {
+	tenant := f.Tenant
 	var out domain.TenantPage
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()

@@ -163,13 +163,14 @@ func TestReadTenantPage(t *testing.T) {
 
 		check := func(what string, filter domain.ListFilter, digest string) domain.TenantPage {
 			t.Helper()
+			filter.Tenant = "acme"
 			before := exchanges.Load()
-			got, err := f.s.ReadTenantPage(ctx, "acme", filter, digest)
+			got, err := f.s.ReadTenantPage(ctx, filter, digest)
 			if err != nil {
 				t.Fatalf("%s: %v", what, err)
 			}
 			mid := exchanges.Load()
-			page, listErr := f.s.List(ctx, "acme", filter)
+			page, listErr := f.s.List(ctx, filter)
 			listed := exchanges.Load() - mid
 			if b.AutoPipeline && listErr == nil && len(page.Items) > 0 && mid-before != listed {
 				t.Errorf("%s: %d exchanges with Redis, List alone %d", what, mid-before, listed)

@@ -17,7 +17,8 @@ import (
 // one pipeline, as a listing's first round; the call holding shard 0 counts
 // it as one read. Records past retention never count, even before the
 // sweeper has removed their index entries (counts.lua).
-func (s *Store) Counts(ctx context.Context, tenant string, f domain.ListFilter) (domain.StatusCounts, error) {
+func (s *Store) Counts(ctx context.Context, f domain.ListFilter) (domain.StatusCounts, error) {
+	tenant := f.Tenant
 	minScore, maxScore := "-inf", "+inf"
 	if f.CreatedAfter != nil {
 		ms := f.CreatedAfter.UnixMilli()

@@ -76,7 +76,7 @@ func TestCounts(t *testing.T) {
 		check := func(gone func(made) bool) {
 			t.Helper()
 			for _, lf := range filters {
-				got, err := f.s.Counts(ctx, "acme", lf)
+				got, err := f.s.Counts(ctx, inTenant("acme", lf))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -98,7 +98,7 @@ func TestCounts(t *testing.T) {
 		if err := f.s.SetFrozen(ctx, "acme", true); err != nil {
 			t.Fatal(err)
 		}
-		_, err := f.s.Counts(ctx, "acme", domain.ListFilter{})
+		_, err := f.s.Counts(ctx, domain.ListFilter{Call: domain.Call{Tenant: "acme"}})
 		wantCode(t, err, domain.TenantFrozen)
 	})
 }

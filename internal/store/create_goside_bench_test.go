@@ -78,7 +78,7 @@ func BenchmarkCreateGoSide(b *testing.B) {
 			}})
 			rdb.AddHook(cannedRedis{})
 			o := store.Options{}
-			p := domain.CreateParams{Tenant: "acme", CreatedBy: "k_bench", Input: in}
+			p := domain.CreateParams{Call: domain.Call{Tenant: "acme", By: "k_bench"}, Input: in}
 			if counted {
 				o.RateLimits = &ratelimit.Rates{Write: ratelimit.Rate{Limit: 10000, Period: time.Second},
 					Tenant: ratelimit.Rate{Limit: 20000, Period: time.Second}}

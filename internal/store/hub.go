@@ -180,13 +180,12 @@ var errHubClosed = errors.New("notification hub closed")
 // while the channel cannot be subscribed (Redis away), or after the store's
 // op timeout; a malformed id is NOT_FOUND, as for a poll. The caller reads the
 // request itself after Watch returns (its first read, e.g. the poll), and
-// must Close the watch.
+// must Close the watch. The hub keeps tenant and id in its maps: they are
+// the caller's own strings (as every argument of the store: domain.Call).
 func (h *Hub) Watch(ctx context.Context, tenant, id string) (domain.Watch, error) {
 	if !validID(id) {
 		return nil, domain.ErrNotFound()
 	}
-	// the hub keeps them in its maps: not a caller's (maybe reused) buffer
-	tenant, id = strings.Clone(tenant), strings.Clone(id)
 	name := h.s.k.changes(h.s.idTag(tenant, id))
 	h.mu.Lock()
 	if h.closed {
@@ -247,7 +246,7 @@ func (h *Hub) WaitForChange(ctx context.Context, tenant, id string, version int6
 		return nil, err
 	}
 	defer wa.Close()
-	res, err := h.s.read(context.WithoutCancel(ctx), domain.PollParams{Tenant: tenant, ID: id}, false)
+	res, err := h.s.read(context.WithoutCancel(ctx), domain.PollParams{Call: domain.Call{Tenant: tenant}, ID: id}, false)
 	for {
 		if err != nil {
 			return nil, err
@@ -348,7 +347,7 @@ func (h *Hub) read(w *hubID) {
 		w.wokeAt = time.Time{}
 		tenant, id := w.ch.tenant, w.id
 		h.mu.Unlock()
-		res, err := h.s.read(h.ctx, domain.PollParams{Tenant: tenant, ID: id}, false)
+		res, err := h.s.read(h.ctx, domain.PollParams{Call: domain.Call{Tenant: tenant}, ID: id}, false)
 		snap := domain.Snapshot{Request: res.Request, Err: err, Seq: upto}
 		h.mu.Lock()
 		n := len(w.watches)

@@ -243,7 +243,7 @@ func TestHubNoMissedWakeup(t *testing.T) {
 					return
 				}
 				defer wa.Close()
-				res, err := f.s.Poll(ctx, domain.PollParams{Tenant: tenant, ID: id})
+				res, err := f.s.Poll(ctx, domain.PollParams{Call: domain.Call{Tenant: tenant}, ID: id})
 				if err != nil {
 					fail(err)
 					return

@@ -43,12 +43,12 @@ func BenchmarkLabelledWrites(b *testing.B) {
 			b.SetParallelism(8)
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					r, _, err := s.Create(ctx, domain.CreateParams{Tenant: "bench", CreatedBy: "key_b", Input: in})
+					r, _, err := s.Create(ctx, domain.CreateParams{Call: domain.Call{Tenant: "bench", By: "key_b"}, Input: in})
 					if err != nil {
 						b.Error(err)
 						return
 					}
-					if _, err := s.Complete(ctx, domain.TransitionParams{Tenant: "bench", ID: r.ID, By: "key_b"}, done); err != nil {
+					if _, err := s.Complete(ctx, domain.TransitionParams{Call: domain.Call{Tenant: "bench", By: "key_b"}, ID: r.ID}, done); err != nil {
 						b.Error(err)
 						return
 					}
@@ -70,8 +70,10 @@ func BenchmarkLookup100(b *testing.B) {
 	}
 	var ids []string
 	for range 100 {
-		r, _, err := s.Create(ctx, domain.CreateParams{Tenant: "bench", CreatedBy: "key_b",
-			Input: domain.CreateInput{Type: "x", Context: json.RawMessage(`{"account":"acc_881204","year":2025}`)}})
+		r, _, err := s.Create(ctx, domain.CreateParams{
+			Call:  domain.Call{Tenant: "bench", By: "key_b"},
+			Input: domain.CreateInput{Type: "x", Context: json.RawMessage(`{"account":"acc_881204","year":2025}`)},
+		})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -87,7 +89,7 @@ func BenchmarkLookup100(b *testing.B) {
 	}
 	b.Run("lookup", func(b *testing.B) {
 		measure(b, func() {
-			p, err := s.List(ctx, "bench", domain.ListFilter{IDs: ids, Credential: "key_b"})
+			p, err := s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "bench", Credential: "key_b"}, IDs: ids})
 			if err != nil || len(p.Items) != 100 {
 				b.Fatalf("%v %v", len(p.Items), err)
 			}
@@ -96,7 +98,7 @@ func BenchmarkLookup100(b *testing.B) {
 	b.Run("100-polls", func(b *testing.B) {
 		measure(b, func() {
 			for _, id := range ids {
-				if _, err := s.Poll(ctx, domain.PollParams{Tenant: "bench", ID: id, Caller: domain.Unpaced, Credential: "key_b"}); err != nil {
+				if _, err := s.Poll(ctx, domain.PollParams{Call: domain.Call{Tenant: "bench", Credential: "key_b"}, ID: id, Caller: domain.Unpaced}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -16,8 +16,11 @@ func TestLabelsKeptWithTheRecord(t *testing.T) {
 		f := newFixture(t, b, nil)
 		f.mustSaveWebhook(t, "acme", "ep_1", domain.EventCreated, domain.EventSucceeded)
 		labels := domain.MakeLabels([]domain.Label{{Name: "team", Value: "billing"}, {Name: "env", Value: "prod:eu/1"}})
-		p := domain.CreateParams{Tenant: "acme", CreatedBy: "key_a", IdemKey: "k1",
-			Input: domain.CreateInput{Type: "x", Context: json.RawMessage(`{"a":1}`), Labels: labels}}
+		p := domain.CreateParams{
+			Call:    domain.Call{Tenant: "acme", By: "key_a"},
+			IdemKey: "k1",
+			Input:   domain.CreateInput{Type: "x", Context: json.RawMessage(`{"a":1}`), Labels: labels},
+		}
 		r, replay, err := f.s.Create(ctx, p)
 		if err != nil || replay || r.Labels != "env=prod:eu/1,team=billing" {
 			t.Fatalf("create: %+v %v %v", r, replay, err)
@@ -32,7 +35,7 @@ func TestLabelsKeptWithTheRecord(t *testing.T) {
 		if got := f.mustGet(t, "acme", r.ID); got.Labels != labels || got.Status != domain.StatusSucceeded {
 			t.Fatalf("after complete: %+v", got)
 		}
-		page, err := f.s.List(ctx, "acme", domain.ListFilter{Limit: 10})
+		page, err := f.s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "acme"}, Limit: 10})
 		if err != nil || len(page.Items) != 1 || page.Items[0].Labels != labels {
 			t.Fatalf("list: %+v %v", page, err)
 		}

@@ -34,7 +34,8 @@ type position struct {
 
 // List answers one page of a tenant's requests, newest first (docs/reference.md §4). See
 // scripts/lua/list.lua for the plan and docs/listing.md for the costs.
-func (s *Store) List(ctx context.Context, tenant string, f domain.ListFilter) (*domain.ListPage, error) {
+func (s *Store) List(ctx context.Context, f domain.ListFilter) (*domain.ListPage, error) {
+	tenant := f.Tenant
 	if f.IDs != nil {
 		return s.lookup(ctx, tenant, f) // list_lookup.go
 	}

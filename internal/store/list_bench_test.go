@@ -157,7 +157,7 @@ func BenchmarkList(b *testing.B) {
 			// every command for a while after a big load), and warm up.
 			time.Sleep(time.Duration(n/100_000+1) * time.Second)
 			for range 200 {
-				if _, err := s.List(ctx, "bench", domain.ListFilter{}); err != nil {
+				if _, err := s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "bench"}}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -179,7 +179,7 @@ func BenchmarkList(b *testing.B) {
 					var items int
 					before := redisCPU(b, rdb)
 					for b.Loop() {
-						p, err := s.List(ctx, "bench", c.f)
+						p, err := s.List(ctx, inTenant("bench", c.f))
 						if err != nil {
 							b.Fatal(err)
 						}

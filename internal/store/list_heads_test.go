@@ -47,7 +47,7 @@ func TestListShardHoldingThePage(t *testing.T) {
 			if flt.Type != "" {
 				keep = want[60:]
 			}
-			p, err := f.s.List(ctx, "acme", flt)
+			p, err := f.s.List(ctx, inTenant("acme", flt))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -110,7 +110,7 @@ func TestListLowersStaleHeads(t *testing.T) {
 	forEachShardedBackend(t, func(t *testing.T, b backend) {
 		f := listFixture(t, b, nil)
 		// a first listing builds the (empty) summaries: from here on they are kept
-		if _, err := f.s.List(ctx, "acme", domain.ListFilter{}); err != nil {
+		if _, err := f.s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "acme"}}); err != nil {
 			t.Fatal(err)
 		}
 		var old, moved []*domain.Request

@@ -28,19 +28,19 @@ func TestHydrate(t *testing.T) {
 	}
 	var ids []string
 	for _, typ := range []string{"x", "x", "short", "x"} {
-		r, _, err := s.Create(ctx, domain.CreateParams{Tenant: "acme", CreatedBy: "key_a", Input: domain.CreateInput{Type: typ, Context: json.RawMessage(`{"a":1}`)}})
+		r, _, err := s.Create(ctx, domain.CreateParams{Call: domain.Call{Tenant: "acme", By: "key_a"}, Input: domain.CreateInput{Type: typ, Context: json.RawMessage(`{"a":1}`)}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, r.ID)
 	}
 	tp := func(id string) domain.TransitionParams {
-		return domain.TransitionParams{Tenant: "acme", ID: id, By: "key_w"}
+		return domain.TransitionParams{Call: domain.Call{Tenant: "acme", By: "key_w"}, ID: id}
 	}
 	if _, err := s.MarkProcessing(ctx, tp(ids[0]), domain.ProgressInput{Progress: json.RawMessage(`{"percent":5}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Poll(ctx, domain.PollParams{Tenant: "acme", ID: ids[0], Caller: "key_p"}); err != nil {
+	if _, err := s.Poll(ctx, domain.PollParams{Call: domain.Call{Tenant: "acme"}, ID: ids[0], Caller: "key_p"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range ids[1:3] {
@@ -73,12 +73,12 @@ func TestHydrate(t *testing.T) {
 
 	// A page: the list script, then one MGET (once the script is loaded: the
 	// first call finds it missing and sends it).
-	if _, err := s.List(ctx, "acme", domain.ListFilter{}); err != nil {
+	if _, err := s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "acme"}}); err != nil {
 		t.Fatal(err)
 	}
 	c := &testenv.RoundTrips{}
 	rdb.AddHook(c)
-	page, err := s.List(ctx, "acme", domain.ListFilter{})
+	page, err := s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "acme"}})
 	if err != nil || len(page.Items) != 3 || c.Trips.Load() != 2 {
 		t.Fatalf("list: %v, %d items, %d round trips", err, len(page.Items), c.Trips.Load())
 	}
@@ -97,11 +97,11 @@ func TestLongPageOnMiniredis(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range domain.MaxListLimit {
-		if _, _, err := s.Create(ctx, domain.CreateParams{Tenant: "a-long-tenant-name-for-long-record-keys", Input: domain.CreateInput{Type: "x"}}); err != nil {
+		if _, _, err := s.Create(ctx, domain.CreateParams{Call: domain.Call{Tenant: "a-long-tenant-name-for-long-record-keys"}, Input: domain.CreateInput{Type: "x"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	p, err := s.List(ctx, "a-long-tenant-name-for-long-record-keys", domain.ListFilter{Limit: domain.MaxListLimit})
+	p, err := s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "a-long-tenant-name-for-long-record-keys"}, Limit: domain.MaxListLimit})
 	if err != nil || len(p.Items) != domain.MaxListLimit {
 		t.Fatalf("list on miniredis: %v, %d items", err, len(p.Items))
 	}

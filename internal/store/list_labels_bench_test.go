@@ -47,8 +47,10 @@ func seedLabelled(b *testing.B, s *store.Store, tenant string, n, k int) {
 			r := rand.New(rand.NewPCG(uint64(w), 7))
 			for i := w; i < n; i += 8 {
 				typ := "type-" + strconv.Itoa(r.IntN(benchTypes))
-				req, _, err := s.Create(ctx, domain.CreateParams{Tenant: tenant, CreatedBy: "key_a",
-					Input: domain.CreateInput{Type: typ, Context: json.RawMessage(`{"account":"acc_881204","year":2025}`), Labels: benchLabels(r, k)}})
+				req, _, err := s.Create(ctx, domain.CreateParams{
+					Call:  domain.Call{Tenant: tenant, By: "key_a"},
+					Input: domain.CreateInput{Type: typ, Context: json.RawMessage(`{"account":"acc_881204","year":2025}`), Labels: benchLabels(r, k)},
+				})
 				if err == nil {
 					err = benchMove(s, tenant, req.ID, benchStatus(r))
 				}
@@ -67,7 +69,7 @@ func seedLabelled(b *testing.B, s *store.Store, tenant string, n, k int) {
 }
 
 func benchMove(s *store.Store, tenant, id string, st domain.Status) error {
-	p := domain.TransitionParams{Tenant: tenant, ID: id, By: "key_a"}
+	p := domain.TransitionParams{Call: domain.Call{Tenant: tenant, By: "key_a"}, ID: id}
 	var err error
 	switch st {
 	case domain.StatusProcessing:
@@ -146,7 +148,7 @@ func BenchmarkLabels(b *testing.B) {
 			var items int
 			before := redisCPU(b, rdb)
 			for b.Loop() {
-				p, err := s.List(ctx, "pages", c.f)
+				p, err := s.List(ctx, inTenant("pages", c.f))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -168,7 +170,7 @@ func BenchmarkLabels(b *testing.B) {
 		b.Run("counts/"+c.name, func(b *testing.B) {
 			before := redisCPU(b, rdb)
 			for b.Loop() {
-				if _, err := s.Counts(ctx, "pages", c.f); err != nil {
+				if _, err := s.Counts(ctx, inTenant("pages", c.f)); err != nil {
 					b.Fatal(err)
 				}
 			}

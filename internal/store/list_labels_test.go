@@ -15,8 +15,10 @@ import (
 
 func (f *fixture) mustCreateLabelled(tb testing.TB, tenant, typ string, labels domain.Labels) *domain.Request {
 	tb.Helper()
-	r, _, err := f.s.Create(ctx, domain.CreateParams{Tenant: tenant, CreatedBy: "key_a",
-		Input: domain.CreateInput{Type: typ, Context: json.RawMessage(`{"a":1}`), Labels: labels}})
+	r, _, err := f.s.Create(ctx, domain.CreateParams{
+		Call:  domain.Call{Tenant: tenant, By: "key_a"},
+		Input: domain.CreateInput{Type: typ, Context: json.RawMessage(`{"a":1}`), Labels: labels},
+	})
 	if err != nil {
 		tb.Fatalf("create: %v", err)
 	}
@@ -32,7 +34,7 @@ func (f *fixture) walk(tb testing.TB, tenant string, lf domain.ListFilter) []str
 		if pages > 100 {
 			tb.Fatal("the cursor walk does not end")
 		}
-		p, err := f.s.List(ctx, tenant, lf)
+		p, err := f.s.List(ctx, inTenant(tenant, lf))
 		if err != nil {
 			tb.Fatalf("list %+v: %v", lf, err)
 		}
@@ -72,7 +74,7 @@ func TestListByLabels(t *testing.T) {
 			r := f.mustCreateLabelled(t, "acme", typ, domain.MakeLabels(ls))
 			// read-your-writes: found by its labels at once
 			if len(ls) > 0 {
-				p, err := f.s.List(ctx, "acme", domain.ListFilter{LabelSelector: domain.MakeLabels(ls[:1]), Limit: 1})
+				p, err := f.s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "acme"}, LabelSelector: domain.MakeLabels(ls[:1]), Limit: 1})
 				if err != nil || len(p.Items) != 1 || p.Items[0].ID != r.ID {
 					t.Fatalf("request %d not found by %s right after its create: %+v %v", i, ls[0].Name, p, err)
 				}
@@ -123,13 +125,13 @@ func TestListByLabels(t *testing.T) {
 			}
 		}
 		// a cursor is bound to its selector
-		p, err := f.s.List(ctx, "acme", domain.ListFilter{LabelSelector: "env=prod", Limit: 2})
+		p, err := f.s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "acme"}, LabelSelector: "env=prod", Limit: 2})
 		if err != nil || p.NextCursor == "" {
 			t.Fatalf("%+v %v", p, err)
 		}
-		_, err = f.s.List(ctx, "acme", domain.ListFilter{LabelSelector: "env=dev", Limit: 2, Cursor: p.NextCursor})
+		_, err = f.s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "acme"}, LabelSelector: "env=dev", Limit: 2, Cursor: p.NextCursor})
 		wantCode(t, err, domain.InvalidCursor)
-		_, err = f.s.List(ctx, "acme", domain.ListFilter{Limit: 2, Cursor: p.NextCursor})
+		_, err = f.s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "acme"}, Limit: 2, Cursor: p.NextCursor})
 		wantCode(t, err, domain.InvalidCursor)
 	})
 }
@@ -193,7 +195,7 @@ func TestLabelIndexesFollowTheRecord(t *testing.T) {
 		}
 		time.Sleep(keep + 100*time.Millisecond)
 		f.catchUp()
-		if p, err := f.s.List(ctx, "acme", domain.ListFilter{LabelSelector: "env=prod"}); err != nil || len(p.Items) != 0 {
+		if p, err := f.s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "acme"}, LabelSelector: "env=prod"}); err != nil || len(p.Items) != 0 {
 			t.Fatalf("listing by label shows a record past retention: %+v %v", p, err)
 		}
 		if st := mustTick(t, f.sweeper(sweep.Options{})); st.Cleaned != 1 {

@@ -41,7 +41,7 @@ func TestLookupByIDs(t *testing.T) {
 
 		ask := []string{mine[2], foreign, mine[9], "not-an-id", deleted, uuid.Must(uuid.NewV7()).String(), mine[3], expired, mine[9], mine[0]}
 		var rate domain.RateInfo
-		p, err := f.s.List(ctx, "acme", domain.ListFilter{IDs: ask, Credential: "key_a", Rate: &rate})
+		p, err := f.s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "acme", Credential: "key_a", Rate: &rate}, IDs: ask})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +62,7 @@ func TestLookupByIDs(t *testing.T) {
 		// one per master on the cluster
 		c := &testenv.RoundTrips{}
 		f.rdb.AddHook(c)
-		if _, err := f.s.List(ctx, "acme", domain.ListFilter{IDs: mine}); err != nil {
+		if _, err := f.s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "acme"}, IDs: mine}); err != nil {
 			t.Fatal(err)
 		}
 		servers := int64(1)
@@ -73,22 +73,22 @@ func TestLookupByIDs(t *testing.T) {
 			t.Fatalf("lookup of %d ids: %d round trips, %d commands; want at most %d", len(mine), n, m, servers)
 		}
 		// none visible: an empty page, not an error
-		p, err = f.s.List(ctx, "acme", domain.ListFilter{IDs: []string{foreign, deleted}})
+		p, err = f.s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "acme"}, IDs: []string{foreign, deleted}})
 		if err != nil || len(p.Items) != 0 {
 			t.Fatalf("%+v %v", p, err)
 		}
 		// the budget is spent by ids, not calls
-		_, err = f.s.List(ctx, "acme", domain.ListFilter{IDs: mine, Credential: "key_a", Rate: &rate})
+		_, err = f.s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "acme", Credential: "key_a", Rate: &rate}, IDs: mine})
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = f.s.List(ctx, "acme", domain.ListFilter{IDs: mine, Credential: "key_a", Rate: &rate})
+		_, err = f.s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "acme", Credential: "key_a", Rate: &rate}, IDs: mine})
 		wantCode(t, err, domain.RateLimited)
 
 		if err := f.s.SetFrozen(ctx, "acme", true); err != nil {
 			t.Fatal(err)
 		}
-		_, err = f.s.List(ctx, "acme", domain.ListFilter{IDs: mine[:1]})
+		_, err = f.s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "acme"}, IDs: mine[:1]})
 		wantCode(t, err, domain.TenantFrozen)
 	})
 }

@@ -149,7 +149,7 @@ func (f *fixture) listPages(tb testing.TB, tenant string, flt domain.ListFilter,
 		if obs != nil {
 			before = obs.list.Load()
 		}
-		p, err := f.s.List(ctx, tenant, flt)
+		p, err := f.s.List(ctx, inTenant(tenant, flt))
 		if err != nil {
 			tb.Fatalf("list page %d: %v", pages, err)
 		}
@@ -185,7 +185,7 @@ func TestListPagination(t *testing.T) {
 		m := f.seed(t, "acme", 20, "a", "b")
 		f.mustCreate(t, "globex", "a") // another tenant never shows
 
-		p, err := f.s.List(ctx, "acme", domain.ListFilter{})
+		p, err := f.s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "acme"}})
 		if err != nil || len(p.Items) != 20 || p.NextCursor != "" {
 			t.Fatalf("one page of everything: %d items, cursor %q, %v", len(p.Items), p.NextCursor, err)
 		}
@@ -209,8 +209,8 @@ func TestListPagination(t *testing.T) {
 			}
 		}
 		// the page size may change from page to page
-		p1, _ := f.s.List(ctx, "acme", domain.ListFilter{Limit: 4})
-		p2, err := f.s.List(ctx, "acme", domain.ListFilter{Limit: 10, Cursor: p1.NextCursor})
+		p1, _ := f.s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "acme"}, Limit: 4})
+		p2, err := f.s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "acme"}, Limit: 10, Cursor: p1.NextCursor})
 		if err != nil || len(p2.Items) != 10 || p2.Items[0].ID != want[4] {
 			t.Fatalf("changing limit: %v", err)
 		}
@@ -327,7 +327,7 @@ func TestListInvalidCursor(t *testing.T) {
 		f := listFixture(t, b, nil)
 		f.seed(t, "acme", 6, "a")
 		f.seed(t, "globex", 6, "a")
-		p, err := f.s.List(ctx, "acme", domain.ListFilter{Limit: 2, Type: "a"})
+		p, err := f.s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "acme"}, Limit: 2, Type: "a"})
 		if err != nil || p.NextCursor == "" {
 			t.Fatalf("first page: %v", err)
 		}
@@ -353,12 +353,12 @@ func TestListInvalidCursor(t *testing.T) {
 			"standard base64":  {"acme", domain.ListFilter{Type: "a", Cursor: base64.StdEncoding.EncodeToString(raw) + "/"}},
 			"empty but base64": {"acme", domain.ListFilter{Type: "a", Cursor: "AAAA"}},
 		} {
-			_, err := f.s.List(ctx, try.tenant, try.flt)
+			_, err := f.s.List(ctx, inTenant(try.tenant, try.flt))
 			if domain.ErrorCode(err) != domain.InvalidCursor {
 				t.Errorf("%s: %v, want INVALID_CURSOR", name, err)
 			}
 		}
-		if _, err := f.s.List(ctx, "acme", domain.ListFilter{Type: "a", Limit: 3, Cursor: c}); err != nil {
+		if _, err := f.s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "acme"}, Type: "a", Limit: 3, Cursor: c}); err != nil {
 			t.Fatalf("the same filters with another limit: %v", err)
 		}
 	})
@@ -373,7 +373,7 @@ func TestListStableUnderChanges(t *testing.T) {
 		var got []string
 		deleted := map[string]bool{}
 		for page := 0; ; page++ {
-			p, err := f.s.List(ctx, "acme", flt)
+			p, err := f.s.List(ctx, inTenant("acme", flt))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -447,7 +447,7 @@ func TestListUnderConcurrentWrites(t *testing.T) {
 						// from the newest), and on a slow run (-race, S > 1 on
 						// miniredis) unbounded writers outran the walks.
 						if creates.Add(1) <= 300 {
-							_, _, _ = f.s.Create(ctx, domain.CreateParams{Tenant: "acme", Input: domain.CreateInput{Type: "a"}})
+							_, _, _ = f.s.Create(ctx, domain.CreateParams{Call: domain.Call{Tenant: "acme"}, Input: domain.CreateInput{Type: "a"}})
 						}
 					case 1:
 						_, _ = f.s.MarkProcessing(ctx, tp("acme", id), domain.ProgressInput{})
@@ -523,12 +523,12 @@ func TestListFrozen(t *testing.T) {
 		if err := f.s.SetFrozen(ctx, "acme", true); err != nil {
 			t.Fatal(err)
 		}
-		_, err := f.s.List(ctx, "acme", domain.ListFilter{})
+		_, err := f.s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "acme"}})
 		wantCode(t, err, domain.TenantFrozen)
 		if err := f.s.SetFrozen(ctx, "acme", false); err != nil {
 			t.Fatal(err)
 		}
-		if p, err := f.s.List(ctx, "acme", domain.ListFilter{}); err != nil || len(p.Items) != 2 {
+		if p, err := f.s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "acme"}}); err != nil || len(p.Items) != 2 {
 			t.Fatalf("after unfreeze: %v", err)
 		}
 	})
@@ -537,7 +537,7 @@ func TestListFrozen(t *testing.T) {
 func TestListEmptyTenant(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		f := listFixture(t, b, nil)
-		p, err := f.s.List(ctx, "nobody", domain.ListFilter{Type: "a", Statuses: []domain.Status{domain.StatusQueued}})
+		p, err := f.s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "nobody"}, Type: "a", Statuses: []domain.Status{domain.StatusQueued}})
 		if err != nil || len(p.Items) != 0 || p.NextCursor != "" || p.Items == nil {
 			t.Fatalf("empty listing: %+v %v", p, err)
 		}
@@ -556,7 +556,7 @@ func TestListLargePage(t *testing.T) {
 		}
 		want := expect(m, nil)
 		for _, flt := range []domain.ListFilter{{Limit: domain.MaxListLimit}, {Limit: domain.MaxListLimit, Type: "some.long.request.type"}} {
-			p, err := f.s.List(ctx, "a-rather-long-tenant-name-to-make-keys-long", flt)
+			p, err := f.s.List(ctx, inTenant("a-rather-long-tenant-name-to-make-keys-long", flt))
 			if err != nil || len(p.Items) != domain.MaxListLimit || p.NextCursor == "" || p.Items[0].ID != want[0] {
 				t.Fatalf("page of %d: %d items, %v", domain.MaxListLimit, len(p.Items), err)
 			}
@@ -600,7 +600,7 @@ func TestListAfterSlotMoved(t *testing.T) {
 		cursor := ""
 		for page := 1; ; page++ {
 			before := obs.list.Load()
-			p, err := f.s.List(ctx, "acme", domain.ListFilter{Limit: 7, Cursor: cursor})
+			p, err := f.s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "acme"}, Limit: 7, Cursor: cursor})
 			if err != nil {
 				t.Fatalf("page %d: %v", page, err)
 			}

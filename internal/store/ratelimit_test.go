@@ -46,13 +46,16 @@ func TestWriteRateLimits(t *testing.T) {
 		}
 		create := func(ik domain.IdempotencyKey) (*domain.Request, *domain.RateInfo, error) {
 			var rate domain.RateInfo
-			r, _, err := f.s.Create(ctx, domain.CreateParams{Tenant: "acme", CreatedBy: "key_a", Credential: "key_a", Rate: &rate,
-				IdemKey: ik, Input: domain.CreateInput{Type: "x", Context: json.RawMessage(`{"a":1}`)}})
+			r, _, err := f.s.Create(ctx, domain.CreateParams{
+				Call:    domain.Call{Tenant: "acme", By: "key_a", Credential: "key_a", Rate: &rate},
+				IdemKey: ik,
+				Input:   domain.CreateInput{Type: "x", Context: json.RawMessage(`{"a":1}`)},
+			})
 			return r, &rate, err
 		}
 		counted := func(id string) (domain.TransitionParams, *domain.RateInfo) {
 			var rate domain.RateInfo
-			return domain.TransitionParams{Tenant: "acme", ID: id, By: "key_a", Credential: "key_a", Rate: &rate}, &rate
+			return domain.TransitionParams{Call: domain.Call{Tenant: "acme", By: "key_a", Credential: "key_a", Rate: &rate}, ID: id}, &rate
 		}
 
 		r1, rate, err := create(f.keyIn0(""))
@@ -95,8 +98,11 @@ func TestWriteRateLimits(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, replay, err := free.Create(ctx, domain.CreateParams{Tenant: "acme", CreatedBy: "key_a", IdemKey: ik1,
-			Input: domain.CreateInput{Type: "x", Context: json.RawMessage(`{"a":1}`)}}); err != nil || replay {
+		if _, replay, err := free.Create(ctx, domain.CreateParams{
+			Call:    domain.Call{Tenant: "acme", By: "key_a"},
+			IdemKey: ik1,
+			Input:   domain.CreateInput{Type: "x", Context: json.RawMessage(`{"a":1}`)},
+		}); err != nil || replay {
 			t.Fatalf("create with the refused call's key: replay=%v %v", replay, err)
 		}
 
@@ -150,8 +156,10 @@ func TestUncountedCalls(t *testing.T) {
 		}
 		rate := &domain.RateInfo{}
 		for range 10 { // twice the tenant's budget: nothing was counted
-			if _, _, err := f.s.Create(ctx, domain.CreateParams{Tenant: "acme", CreatedBy: "key_a", Credential: "key_a", Rate: rate,
-				Input: domain.CreateInput{Type: "x"}}); err != nil {
+			if _, _, err := f.s.Create(ctx, domain.CreateParams{
+				Call:  domain.Call{Tenant: "acme", By: "key_a", Credential: "key_a", Rate: rate},
+				Input: domain.CreateInput{Type: "x"},
+			}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -180,7 +188,7 @@ func TestAdminAndListingRateLimits(t *testing.T) {
 			o.RateLimits.Read.Limit = int64(2 * b.Shards)
 		})
 		var rate domain.RateInfo
-		call := domain.WebhookCall{Tenant: "acme", Credential: "key_a", Rate: &rate}
+		call := domain.Call{Tenant: "acme", Credential: "key_a", Rate: &rate}
 		w := domain.Webhook{ID: "ep_a", URL: "https://partner.example/a", Events: domain.DefaultWebhookEvents,
 			CreatedAt: domain.TimeMs(f.clock.Now().UnixMilli()), SealedSecret: "v1.sealed-a"}
 		refused := func(what string, err error) {
@@ -218,7 +226,7 @@ func TestAdminAndListingRateLimits(t *testing.T) {
 		w2 := w
 		w2.ID = "ep_b"
 		refused("register", f.s.SaveWebhook(ctx, call, w2, 20))
-		if ws, err := f.s.Webhooks(ctx, domain.WebhookCall{Tenant: "acme"}); err != nil || len(ws) != 1 || ws[0].ID != "ep_a" {
+		if ws, err := f.s.Webhooks(ctx, domain.Call{Tenant: "acme"}); err != nil || len(ws) != 1 || ws[0].ID != "ep_a" {
 			t.Fatalf("refused calls changed the endpoints: %+v %v", ws, err)
 		}
 
@@ -227,7 +235,7 @@ func TestAdminAndListingRateLimits(t *testing.T) {
 		f.mustCreate(t, "acme", "x")
 		list := func() (*domain.ListPage, error) {
 			rate = domain.RateInfo{}
-			return f.s.List(ctx, "acme", domain.ListFilter{Credential: "key_a", Rate: &rate})
+			return f.s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "acme", Credential: "key_a", Rate: &rate}})
 		}
 		for want := int64(1); want >= 0; want-- {
 			if page, err := list(); err != nil || len(page.Items) != 1 || rate.Limit != 2 || rate.Remaining != want {

@@ -71,8 +71,8 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 		id := u.String()
 		// created_at is the id's own timestamp, so that id order is creation order.
 		created := uuidTime(u)
-		a := createArgs{on: on{tag: tag, id: id, now: ms(created)}, rec: newRecord(in.Type, p.CreatedBy, in.Context, in.Labels) + kept,
-			fp: fp, stale: stale, typ: in.Type, by: p.CreatedBy, labels: in.Labels}
+		a := createArgs{on: on{tag: tag, id: id, now: ms(created)}, rec: newRecord(in.Type, p.By, in.Context, in.Labels) + kept,
+			fp: fp, stale: stale, typ: in.Type, by: p.By, labels: in.Labels}
 		if attempt == 0 { // counted once: a retry after a stale idempotency entry is the same call
 			a.rate = s.counters(tag, ratelimit.ScopeWrite, p.Credential)
 		}
@@ -93,10 +93,10 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 			s.outboxHook.written(shardName(tag))
 			s.auditHook.written(shardName(tag))
 			return &domain.Request{ID: id, Type: in.Type, Status: domain.StatusQueued, Context: in.Context,
-				Labels: in.Labels, CreatedBy: p.CreatedBy, CreatedAt: domain.Time{Time: created}, UpdatedAt: domain.Time{Time: created}, Version: 1}, false, nil
+				Labels: in.Labels, CreatedBy: p.By, CreatedAt: domain.Time{Time: created}, UpdatedAt: domain.Time{Time: created}, Version: 1}, false, nil
 		case codeReplay:
 			pid := r.str
-			res, err := s.read(ctx, domain.PollParams{Tenant: p.Tenant, ID: pid}, false)
+			res, err := s.read(ctx, domain.PollParams{Call: domain.Call{Tenant: p.Tenant}, ID: pid}, false)
 			req := res.Request
 			if domain.ErrorCode(err) == domain.NotFound {
 				// The request the key made is gone (deleted or past retention): the key
@@ -158,7 +158,7 @@ func unexpected(op string, r reply) error {
 
 // Poll reads a request for a caller and paces the caller (docs/reference.md §5) in the same
 // Redis round trip; with Options.RateLimits it also counts the read rate limits
-// there. The result's Rate is set whenever the call was counted, also on errors.
+// there, and p.Rate receives what it counted, also on errors.
 func (s *Store) Poll(ctx context.Context, p domain.PollParams) (domain.PollResult, error) {
 	// a paced poll (a caller) never serves events: only unpaced reads parse them
 	return s.read(ctx, p, p.Caller == domain.Unpaced)
@@ -174,15 +174,8 @@ func (s *Store) read(ctx context.Context, p domain.PollParams, withEvents bool) 
 	if !validID(p.ID) {
 		return domain.PollResult{}, domain.ErrNotFound()
 	}
-	var rate *domain.RateInfo // counted once, by the first try
 	res, _, _, err := atIDShard(s, p.Tenant, p.ID, func(tag string, first bool) (domain.PollResult, error) {
-		res, err := s.readAt(ctx, tag, p, withEvents, first)
-		if first {
-			rate = res.Rate
-		} else if res.Rate == nil {
-			res.Rate = rate
-		}
-		return res, err
+		return s.readAt(ctx, tag, p, withEvents, first) // counted once, by the first try
 	})
 	return res, err
 }
@@ -199,10 +192,7 @@ func (s *Store) readAt(ctx context.Context, tag string, p domain.PollParams, wit
 	if err != nil {
 		return res, backend("read request "+p.ID, err)
 	}
-	if r.counted {
-		rate := r.rate
-		res.Rate = &rate
-	}
+	setRate(p.Rate, r)
 	pr, ok := parsePollReply(r.str)
 	if !ok || (r.code == codeOK && !pr.hasRec) {
 		return res, unexpected("read request", r)
@@ -290,7 +280,7 @@ func validID(id string) bool {
 
 // Events lists a request's status changes, oldest first.
 func (s *Store) Events(ctx context.Context, tenant, id string) ([]domain.Event, error) {
-	res, err := s.ReadEvents(ctx, domain.PollParams{Tenant: tenant, ID: id})
+	res, err := s.ReadEvents(ctx, domain.PollParams{Call: domain.Call{Tenant: tenant}, ID: id})
 	if err != nil {
 		return nil, err
 	}
@@ -299,7 +289,7 @@ func (s *Store) Events(ctx context.Context, tenant, id string) ([]domain.Event, 
 
 // ReadEvents reads a request with its events for a caller of the API, never
 // paced (p.Caller is ignored); p.Credential, when set, is counted against the
-// read limits in the same script, and the result's Rate says what was counted.
+// read limits in the same script, and p.Rate receives what was counted.
 func (s *Store) ReadEvents(ctx context.Context, p domain.PollParams) (domain.PollResult, error) {
 	p.Caller = ""
 	return s.read(ctx, p, true)
@@ -365,7 +355,7 @@ func (s *Store) timeout(ctx context.Context, tag, tenant, id string, to, guard d
 		ctx, end = t.StartTimeout(ctx, id, string(to))
 		defer func() { end(err) }()
 	}
-	p := domain.TransitionParams{Tenant: tenant, ID: id, By: SystemActor}
+	p := domain.TransitionParams{Call: domain.Call{Tenant: tenant, By: SystemActor}, ID: id}
 	a := transitionArgs{op: "timeout", to: to, payload: string(failure), guard: guard}
 	if tag == "" {
 		_, err = s.transition(ctx, p, a)
@@ -500,7 +490,7 @@ func (s *Store) Delete(ctx context.Context, tenant, id string) error {
 // DeleteBy removes a request and everything that belongs to it; by (a key id)
 // is who asked, for the audit entry. It is not counted against rate limits.
 func (s *Store) DeleteBy(ctx context.Context, tenant, id, by string) error {
-	return s.Remove(ctx, domain.TransitionParams{Tenant: tenant, ID: id, By: by})
+	return s.Remove(ctx, domain.TransitionParams{Call: domain.Call{Tenant: tenant, By: by}, ID: id})
 }
 
 // Remove is DeleteBy for a caller of the API: p.By is who asked, p.Credential

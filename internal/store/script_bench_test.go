@@ -100,8 +100,11 @@ func BenchmarkRedisCost(b *testing.B) {
 		ids = append(ids, make([]string, n)...)
 		spent("evalsha")
 		for i := first; i < first+n; i++ {
-			r, _, err := s.Create(ctx, domain.CreateParams{Tenant: "bench", CreatedBy: "key_b", Input: in,
-				IdemKey: domain.IdempotencyKey(fmt.Sprint("k", i)), Credential: cred})
+			r, _, err := s.Create(ctx, domain.CreateParams{
+				Call:    domain.Call{Tenant: "bench", By: "key_b", Credential: cred},
+				Input:   in,
+				IdemKey: domain.IdempotencyKey(fmt.Sprint("k", i)),
+			})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -138,7 +141,7 @@ func BenchmarkRedisCost(b *testing.B) {
 		})
 	}
 	step("Processing", func(id string) error {
-		_, err := s.MarkProcessing(ctx, domain.TransitionParams{Tenant: "bench", ID: id, By: "key_b", Credential: cred}, prog)
+		_, err := s.MarkProcessing(ctx, domain.TransitionParams{Call: domain.Call{Tenant: "bench", By: "key_b", Credential: cred}, ID: id}, prog)
 		return err
 	}, func(i int) error {
 		return yardstick.ProcessingScript.Run(ctx, rdb, []string{bl(i)}, "1764410401000", string(prog.Progress)).Err()
@@ -147,7 +150,7 @@ func BenchmarkRedisCost(b *testing.B) {
 	step("Poll", func(id string) error { // every poll a caller's first: paced, pacing state written
 		caller++
 		c := "key_" + strconv.Itoa(caller)
-		p := domain.PollParams{Tenant: "bench", ID: id, Caller: c}
+		p := domain.PollParams{Call: domain.Call{Tenant: "bench"}, ID: id, Caller: c}
 		if rateOn {
 			p.Credential = c
 		}
@@ -155,7 +158,7 @@ func BenchmarkRedisCost(b *testing.B) {
 		return err
 	}, func(i int) error { return rdb.HGetAll(ctx, bl(i)).Err() }, "hgetall")
 	step("Complete", func(id string) error {
-		_, err := s.Complete(ctx, domain.TransitionParams{Tenant: "bench", ID: id, By: "key_b", Credential: cred}, done)
+		_, err := s.Complete(ctx, domain.TransitionParams{Call: domain.Call{Tenant: "bench", By: "key_b", Credential: cred}, ID: id}, done)
 		return err
 	}, func(i int) error {
 		return yardstick.CompleteScript.Run(ctx, rdb, []string{bl(i)}, "1764410404512", "answer", string(done.Result)).Err()

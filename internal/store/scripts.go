@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -627,22 +626,11 @@ func (s *Store) eval(ctx context.Context, sc *script, keys []string, args []any)
 		}
 		return cmd.Result()
 	}
-	// An abandoned call may be written after its caller has returned, so its
-	// arguments must not alias the caller's memory: the HTTP layer's strings (a
-	// path's id, a header's key) point into request buffers that Fiber reuses
-	// for the next request. Keys are built here by concatenation, so they are
-	// the store's own already.
-	owned := make([]any, len(args))
-	for i, v := range args {
-		switch x := v.(type) {
-		case string:
-			v = strings.Clone(x)
-		case []byte:
-			v = bytes.Clone(x)
-		}
-		owned[i] = v
-	}
-	cmd := scriptCmd(ctx, sc, false, keys, owned)
+	// An abandoned call may be written after its caller has returned: its
+	// arguments are strings the caller owns (never views of a buffer it
+	// reuses: the HTTP layer copies what it takes from a request, domain.Call),
+	// and its keys are built here.
+	cmd := scriptCmd(ctx, sc, false, keys, args)
 	if err := s.ap.Submit(ctx, once(sc, cmd)).WaitContext(ctx); err != nil {
 		if redis.HasErrorPrefix(err, "NOSCRIPT") {
 			return s.reload(ctx, sc, keys, args)

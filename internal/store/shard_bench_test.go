@@ -93,15 +93,15 @@ func BenchmarkShardedMasterShare(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					r, _, err := s.Create(ctx, domain.CreateParams{Tenant: "bench", CreatedBy: "key_b", Input: in})
+					r, _, err := s.Create(ctx, domain.CreateParams{Call: domain.Call{Tenant: "bench", By: "key_b"}, Input: in})
 					if err == nil {
-						_, err = s.Poll(ctx, domain.PollParams{Tenant: "bench", ID: r.ID, Caller: "key_p"})
+						_, err = s.Poll(ctx, domain.PollParams{Call: domain.Call{Tenant: "bench"}, ID: r.ID, Caller: "key_p"})
 					}
 					if err == nil {
-						_, err = s.Poll(ctx, domain.PollParams{Tenant: "bench", ID: r.ID})
+						_, err = s.Poll(ctx, domain.PollParams{Call: domain.Call{Tenant: "bench"}, ID: r.ID})
 					}
 					if err == nil {
-						_, err = s.Complete(ctx, domain.TransitionParams{Tenant: "bench", ID: r.ID, By: "key_b"}, done)
+						_, err = s.Complete(ctx, domain.TransitionParams{Call: domain.Call{Tenant: "bench", By: "key_b"}, ID: r.ID}, done)
 					}
 					if err != nil {
 						b.Error(err)
@@ -176,7 +176,7 @@ func BenchmarkShardedList(b *testing.B) {
 				} {
 					b.Run(c.name, func(b *testing.B) {
 						for range 50 { // warm up
-							if _, err := s.List(ctx, "bench", c.f); err != nil {
+							if _, err := s.List(ctx, inTenant("bench", c.f)); err != nil {
 								b.Fatal(err)
 							}
 						}
@@ -189,7 +189,7 @@ func BenchmarkShardedList(b *testing.B) {
 						b.ResetTimer()
 						for b.Loop() {
 							t0 := time.Now()
-							p, err := s.List(ctx, "bench", c.f)
+							p, err := s.List(ctx, inTenant("bench", c.f))
 							lat = append(lat, time.Since(t0))
 							if err != nil {
 								b.Fatal(err)
@@ -245,7 +245,7 @@ func BenchmarkShardedMemory(b *testing.B) {
 			}
 			// the shards' meta hashes exist before the measure: per tenant, not per request
 			for range 8 * shards {
-				if _, _, err := s.Create(ctx, domain.CreateParams{Tenant: "bench", CreatedBy: "key_b", Input: in}); err != nil {
+				if _, _, err := s.Create(ctx, domain.CreateParams{Call: domain.Call{Tenant: "bench", By: "key_b"}, Input: in}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -265,12 +265,12 @@ func BenchmarkShardedMemory(b *testing.B) {
 			before := used()
 			b.ResetTimer()
 			for b.Loop() {
-				r, _, err := s.Create(ctx, domain.CreateParams{Tenant: "bench", CreatedBy: "key_b", Input: in})
+				r, _, err := s.Create(ctx, domain.CreateParams{Call: domain.Call{Tenant: "bench", By: "key_b"}, Input: in})
 				if err == nil {
-					_, err = s.Poll(ctx, domain.PollParams{Tenant: "bench", ID: r.ID, Caller: "key_p"})
+					_, err = s.Poll(ctx, domain.PollParams{Call: domain.Call{Tenant: "bench"}, ID: r.ID, Caller: "key_p"})
 				}
 				if err == nil {
-					_, err = s.Complete(ctx, domain.TransitionParams{Tenant: "bench", ID: r.ID, By: "key_b"}, done)
+					_, err = s.Complete(ctx, domain.TransitionParams{Call: domain.Call{Tenant: "bench", By: "key_b"}, ID: r.ID}, done)
 				}
 				if err != nil {
 					b.Fatal(err)
@@ -321,7 +321,7 @@ func BenchmarkShardedThroughput(b *testing.B) {
 						var ids []string
 						if op == "poll" {
 							for range 1000 {
-								r, _, err := s.Create(ctx, domain.CreateParams{Tenant: "bench", CreatedBy: "key_b", Input: in})
+								r, _, err := s.Create(ctx, domain.CreateParams{Call: domain.Call{Tenant: "bench", By: "key_b"}, Input: in})
 								if err != nil {
 									b.Fatal(err)
 								}
@@ -337,9 +337,9 @@ func BenchmarkShardedThroughput(b *testing.B) {
 								var err error
 								if op == "poll" {
 									id := ids[int(next.Add(1))%len(ids)]
-									_, err = s.Poll(ctx, domain.PollParams{Tenant: "bench", ID: id})
+									_, err = s.Poll(ctx, domain.PollParams{Call: domain.Call{Tenant: "bench"}, ID: id})
 								} else {
-									_, _, err = s.Create(ctx, domain.CreateParams{Tenant: "bench", CreatedBy: "key_b", Input: in})
+									_, _, err = s.Create(ctx, domain.CreateParams{Call: domain.Call{Tenant: "bench", By: "key_b"}, Input: in})
 								}
 								if err != nil {
 									b.Error(err)

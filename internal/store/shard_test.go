@@ -170,10 +170,10 @@ func TestShardedFreeze(t *testing.T) {
 			wantCode(t, err, domain.TenantFrozen)
 		}
 		for range 2 * suiteShards {
-			_, _, err := f.s.Create(ctx, domain.CreateParams{Tenant: "acme", CreatedBy: "key_a", Input: domain.CreateInput{Type: "x"}})
+			_, _, err := f.s.Create(ctx, domain.CreateParams{Call: domain.Call{Tenant: "acme", By: "key_a"}, Input: domain.CreateInput{Type: "x"}})
 			wantCode(t, err, domain.TenantFrozen)
 		}
-		_, err := f.s.List(ctx, "acme", domain.ListFilter{})
+		_, err := f.s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "acme"}})
 		wantCode(t, err, domain.TenantFrozen)
 		if fz, err := f.s.Frozen(ctx, "acme"); err != nil || !fz {
 			t.Fatalf("frozen %v %v", fz, err)
@@ -284,7 +284,7 @@ func TestShardUpgrade(t *testing.T) {
 		}
 		nf.clock.Add(2 * time.Hour) // every terminal one is past its retention
 		st = mustTick(t, nf.sweeper(sweep.Options{}))
-		if p, err := nf.s.List(ctx, "acme", domain.ListFilter{}); err != nil || len(p.Items) != 0 {
+		if p, err := nf.s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "acme"}}); err != nil || len(p.Items) != 0 {
 			t.Fatalf("after retention: %d listed, %v", len(p.Items), err)
 		}
 		if n := nf.sumCard(t, "acme", ":ix:s:x") + nf.sumCard(t, "acme", ":ix:e:x"); n != 0 {
@@ -316,7 +316,7 @@ func TestShardedCursorWalkUnderWriters(t *testing.T) {
 					return
 				default:
 				}
-				if _, _, err := f.s.Create(ctx, domain.CreateParams{Tenant: "acme", CreatedBy: "key_a", Input: domain.CreateInput{Type: "x"}}); err != nil {
+				if _, _, err := f.s.Create(ctx, domain.CreateParams{Call: domain.Call{Tenant: "acme", By: "key_a"}, Input: domain.CreateInput{Type: "x"}}); err != nil {
 					done <- err
 					return
 				}
@@ -347,7 +347,7 @@ func TestShardedCursorWalkUnderWriters(t *testing.T) {
 		var order []string
 		flt := domain.ListFilter{Limit: 7}
 		for {
-			p, err := f.s.List(ctx, "acme", flt)
+			p, err := f.s.List(ctx, inTenant("acme", flt))
 			if err != nil {
 				t.Fatal(err)
 			}

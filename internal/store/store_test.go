@@ -92,7 +92,7 @@ var ctx = context.Background()
 
 func (f *fixture) mustCreate(tb testing.TB, tenant, typ string) *domain.Request {
 	tb.Helper()
-	r, replay, err := f.s.Create(ctx, domain.CreateParams{Tenant: tenant, CreatedBy: "key_a", Input: domain.CreateInput{Type: typ, Context: json.RawMessage(`{"a":1}`)}})
+	r, replay, err := f.s.Create(ctx, domain.CreateParams{Call: domain.Call{Tenant: tenant, By: "key_a"}, Input: domain.CreateInput{Type: typ, Context: json.RawMessage(`{"a":1}`)}})
 	if err != nil || replay {
 		tb.Fatalf("create: %v replay=%v", err, replay)
 	}
@@ -116,8 +116,11 @@ func (f *fixture) mustCreateInShard(tb testing.TB, tenant, typ string, sh int) *
 		if store.CreateShard(f.s, key) != sh {
 			continue
 		}
-		r, replay, err := f.s.Create(ctx, domain.CreateParams{Tenant: tenant, CreatedBy: "key_a", IdemKey: domain.IdempotencyKey(key),
-			Input: domain.CreateInput{Type: typ, Context: json.RawMessage(`{"a":1}`)}})
+		r, replay, err := f.s.Create(ctx, domain.CreateParams{
+			Call:    domain.Call{Tenant: tenant, By: "key_a"},
+			IdemKey: domain.IdempotencyKey(key),
+			Input:   domain.CreateInput{Type: typ, Context: json.RawMessage(`{"a":1}`)},
+		})
 		if err != nil || replay {
 			tb.Fatalf("create: %v replay=%v", err, replay)
 		}
@@ -158,9 +161,15 @@ func (f *fixture) mustGet(tb testing.TB, tenant, id string) *domain.Request {
 	return r
 }
 
+// inTenant is f listed by tenant.
+func inTenant(tenant string, f domain.ListFilter) domain.ListFilter {
+	f.Tenant = tenant
+	return f
+}
+
 // pollOf polls as caller; the credential is the caller, as for an API key.
 func pollOf(s *store.Store, tenant, id, caller string) (*domain.Request, int, error) {
-	res, err := s.Poll(ctx, domain.PollParams{Tenant: tenant, ID: id, Caller: caller, Credential: caller})
+	res, err := s.Poll(ctx, domain.PollParams{Call: domain.Call{Tenant: tenant, Credential: caller}, ID: id, Caller: caller})
 	return res.Request, res.RetryAfter, err
 }
 
@@ -172,7 +181,7 @@ func wantCode(tb testing.TB, err error, code domain.Code) {
 }
 
 func tp(tenant, id string) domain.TransitionParams {
-	return domain.TransitionParams{Tenant: tenant, ID: id, By: "key_w"}
+	return domain.TransitionParams{Call: domain.Call{Tenant: tenant, By: "key_w"}, ID: id}
 }
 
 func zscore(tb testing.TB, rdb redis.UniversalClient, key, member string) bool {
@@ -322,7 +331,7 @@ func TestNotVisible(t *testing.T) {
 func TestIdempotentCreate(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		f := newFixture(t, b, nil)
-		p := domain.CreateParams{Tenant: "acme", CreatedBy: "key_a", IdemKey: "order-1", Input: domain.CreateInput{Type: "x"}}
+		p := domain.CreateParams{Call: domain.Call{Tenant: "acme", By: "key_a"}, IdemKey: "order-1", Input: domain.CreateInput{Type: "x"}}
 		const n = 30
 		ids := make([]string, n)
 		errs := make([]error, n)
@@ -467,7 +476,7 @@ func TestFrozenTenant(t *testing.T) {
 		}
 		_, _, err := pollOf(f.s, "acme", r.ID, "key_r")
 		wantCode(t, err, domain.TenantFrozen)
-		_, _, err = f.s.Create(ctx, domain.CreateParams{Tenant: "acme", Input: domain.CreateInput{Type: "x"}})
+		_, _, err = f.s.Create(ctx, domain.CreateParams{Call: domain.Call{Tenant: "acme"}, Input: domain.CreateInput{Type: "x"}})
 		wantCode(t, err, domain.TenantFrozen)
 		_, err = f.s.Events(ctx, "acme", r.ID)
 		wantCode(t, err, domain.TenantFrozen)
@@ -670,19 +679,25 @@ func TestPollRateLimit(t *testing.T) {
 				Tenant: ratelimit.Rate{Limit: int64(5 * b.Shards), Period: time.Minute}}
 		})
 		r := f.mustCreate(t, "acme", "x")
-		poll := func(cred string) (domain.PollResult, error) {
-			return f.s.Poll(ctx, domain.PollParams{Tenant: "acme", ID: r.ID, Credential: cred})
+		// poll's rate is what the store wrote through Call.Rate: nil when nothing
+		poll := func(cred string) (domain.PollResult, *domain.RateInfo, error) {
+			var rate domain.RateInfo
+			res, err := f.s.Poll(ctx, domain.PollParams{Call: domain.Call{Tenant: "acme", Credential: cred, Rate: &rate}, ID: r.ID})
+			if rate == (domain.RateInfo{}) {
+				return res, nil, err
+			}
+			return res, &rate, err
 		}
 		for i := range 3 {
-			res, err := poll("key_a")
-			if err != nil || res.Rate == nil || res.Rate.Limit != 3 || res.Rate.Remaining != int64(2-i) {
-				t.Fatalf("poll %d: %+v %v", i, res.Rate, err)
+			_, rate, err := poll("key_a")
+			if err != nil || rate == nil || rate.Limit != 3 || rate.Remaining != int64(2-i) {
+				t.Fatalf("poll %d: %+v %v", i, rate, err)
 			}
 		}
-		res, err := poll("key_a")
+		res, rate, err := poll("key_a")
 		wantCode(t, err, domain.RateLimited)
-		if res.Rate == nil || res.Rate.Remaining != 0 || res.Request != nil {
-			t.Fatalf("refused: %+v", res)
+		if rate == nil || rate.Remaining != 0 || res.Request != nil {
+			t.Fatalf("refused: %+v %+v", res, rate)
 		}
 		var de *domain.Error
 		if !asDomain(err, &de) || de.RetryAfterSeconds < 1 || de.RetryAfterSeconds > 60 {
@@ -690,12 +705,12 @@ func TestPollRateLimit(t *testing.T) {
 		}
 		// key_a's refused poll did not spend the tenant's budget (3 of 5 used)
 		for i := range 2 {
-			res, err := poll("key_b")
-			if err != nil || res.Rate.Limit != 5 || res.Rate.Remaining != int64(1-i) {
-				t.Fatalf("key_b poll %d: %+v %v", i, res.Rate, err)
+			_, rate, err := poll("key_b")
+			if err != nil || rate == nil || rate.Limit != 5 || rate.Remaining != int64(1-i) {
+				t.Fatalf("key_b poll %d: %+v %v", i, rate, err)
 			}
 		}
-		_, err = poll("key_b")
+		_, _, err = poll("key_b")
 		wantCode(t, err, domain.RateLimited)
 		// the counters are the limiter's: <prefix>:{tenant}:rl:<scope>:<credential>,
 		// under the request's shard's tag ({tenant} for shard 0)
@@ -706,8 +721,8 @@ func TestPollRateLimit(t *testing.T) {
 			t.Fatalf("tenant counter TTL %v", ttl)
 		}
 		// without a credential nothing is counted
-		if res, err := f.s.Poll(ctx, domain.PollParams{Tenant: "acme", ID: r.ID}); err != nil || res.Rate != nil {
-			t.Fatalf("uncounted read: %+v %v", res.Rate, err)
+		if _, rate, err := poll(""); err != nil || rate != nil {
+			t.Fatalf("uncounted read: %+v %v", rate, err)
 		}
 	})
 }

@@ -180,7 +180,7 @@ func TestSweeperRetentionRemovesEveryKey(t *testing.T) {
 			}
 		}
 		// before any sweep: gone for every reader
-		p, err := f.s.List(ctx, "acme", domain.ListFilter{})
+		p, err := f.s.List(ctx, domain.ListFilter{Call: domain.Call{Tenant: "acme"}})
 		if err != nil || len(p.Items) != 1 || p.Items[0].ID != alive.ID {
 			t.Fatalf("listing shows gone records: %+v %v", p, err)
 		}

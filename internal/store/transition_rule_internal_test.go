@@ -92,7 +92,7 @@ func TestTransitionRule(t *testing.T) {
 			}
 			get := func(id string) *domain.Request {
 				t.Helper()
-				res, err := s.Poll(ctx, domain.PollParams{Tenant: "acme", ID: id})
+				res, err := s.Poll(ctx, domain.PollParams{Call: domain.Call{Tenant: "acme"}, ID: id})
 				if err != nil {
 					t.Fatalf("read %s: %v", id, err)
 				}
@@ -101,11 +101,11 @@ func TestTransitionRule(t *testing.T) {
 			for _, from := range domain.Statuses {
 				reached := map[domain.Status]bool{}
 				for _, o := range ops {
-					r, _, err := s.Create(ctx, domain.CreateParams{Tenant: "acme", CreatedBy: "key_a", Input: domain.CreateInput{Type: "x"}})
+					r, _, err := s.Create(ctx, domain.CreateParams{Call: domain.Call{Tenant: "acme", By: "key_a"}, Input: domain.CreateInput{Type: "x"}})
 					if err != nil {
 						t.Fatal(err)
 					}
-					p := domain.TransitionParams{Tenant: "acme", ID: r.ID, By: "key_w"}
+					p := domain.TransitionParams{Call: domain.Call{Tenant: "acme", By: "key_w"}, ID: r.ID}
 					if from != domain.StatusQueued {
 						clock.Add(2 * time.Minute) // past the queued timeout, for expired
 						if ok, err := reach[from].apply(s, p); !ok || err != nil {

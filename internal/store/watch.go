@@ -248,7 +248,7 @@ func (f *tenantFeed) wakeLocked() {
 // counted limit). A position (p.LastEventID) that the logs no longer hold
 // whole, or that is not one, makes the first event a reset.
 func (h *Hub) WatchTenant(ctx context.Context, p domain.WatchParams) (domain.TenantWatch, error) {
-	f, err := h.feed(ctx, strings.Clone(p.Tenant))
+	f, err := h.feed(ctx, p.Tenant)
 	if err != nil {
 		return nil, err
 	}

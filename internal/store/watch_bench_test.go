@@ -55,7 +55,7 @@ func BenchmarkWatchedWriteCost(b *testing.B) {
 		b.Run("Create/"+tenant, func(b *testing.B) {
 			spent("evalsha")
 			for range b.N {
-				r, _, err := s.Create(ctx, domain.CreateParams{Tenant: tenant, CreatedBy: "key_b", Input: in})
+				r, _, err := s.Create(ctx, domain.CreateParams{Call: domain.Call{Tenant: tenant, By: "key_b"}, Input: in})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -73,7 +73,7 @@ func BenchmarkWatchedWriteCost(b *testing.B) {
 			next := ids[off : off+b.N]
 			off += b.N
 			for _, id := range next {
-				if _, err := s.Complete(ctx, domain.TransitionParams{Tenant: tenant, ID: id, By: "key_b"}, done); err != nil {
+				if _, err := s.Complete(ctx, domain.TransitionParams{Call: domain.Call{Tenant: tenant, By: "key_b"}, ID: id}, done); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -60,7 +60,7 @@ func quietWatch(tb testing.TB, w domain.TenantWatch, marker func() string) {
 
 func mustStart(tb testing.TB, s *store.Store, tenant, id string) *domain.Request {
 	tb.Helper()
-	r, err := s.MarkProcessing(ctx, domain.TransitionParams{Tenant: tenant, ID: id, By: "key_a"}, domain.ProgressInput{})
+	r, err := s.MarkProcessing(ctx, domain.TransitionParams{Call: domain.Call{Tenant: tenant, By: "key_a"}, ID: id}, domain.ProgressInput{})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func mustStart(tb testing.TB, s *store.Store, tenant, id string) *domain.Request
 
 func mustComplete(tb testing.TB, s *store.Store, tenant, id string) *domain.Request {
 	tb.Helper()
-	r, err := s.Complete(ctx, domain.TransitionParams{Tenant: tenant, ID: id, By: "key_a"},
+	r, err := s.Complete(ctx, domain.TransitionParams{Call: domain.Call{Tenant: tenant, By: "key_a"}, ID: id},
 		domain.CompleteInput{ResultType: "answer", Result: json.RawMessage(`{"x":1}`)})
 	if err != nil {
 		tb.Fatal(err)
@@ -79,7 +79,7 @@ func mustComplete(tb testing.TB, s *store.Store, tenant, id string) *domain.Requ
 
 func createLabelled(tb testing.TB, s *store.Store, tenant, typ string, labels domain.Labels) *domain.Request {
 	tb.Helper()
-	r, _, err := s.Create(ctx, domain.CreateParams{Tenant: tenant, CreatedBy: "key_a", Input: domain.CreateInput{Type: typ, Labels: labels}})
+	r, _, err := s.Create(ctx, domain.CreateParams{Call: domain.Call{Tenant: tenant, By: "key_a"}, Input: domain.CreateInput{Type: typ, Labels: labels}})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestWatchSeesEveryChangeFromAnotherReplica(t *testing.T) {
 		f := newFixture(t, b, nil)
 		other := f.replica(t)
 		h := newHub(t, f.s)
-		w, err := h.WatchTenant(ctx, domain.WatchParams{Tenant: "acme"})
+		w, err := h.WatchTenant(ctx, domain.WatchParams{Call: domain.Call{Tenant: "acme"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,13 +156,15 @@ func TestWatchFilters(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		f := newFixture(t, b, nil)
 		h := newHub(t, f.s)
-		byType, err := h.WatchTenant(ctx, domain.WatchParams{Tenant: "acme", Filter: domain.WatchFilter{Type: "export"}})
+		byType, err := h.WatchTenant(ctx, domain.WatchParams{Call: domain.Call{Tenant: "acme"}, Filter: domain.WatchFilter{Type: "export"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer byType.Close()
-		byLabel, err := h.WatchTenant(ctx, domain.WatchParams{Tenant: "acme",
-			Filter: domain.WatchFilter{LabelSelector: "team=blue", Statuses: []domain.Status{domain.StatusSucceeded}}})
+		byLabel, err := h.WatchTenant(ctx, domain.WatchParams{
+			Call:   domain.Call{Tenant: "acme"},
+			Filter: domain.WatchFilter{LabelSelector: "team=blue", Statuses: []domain.Status{domain.StatusSucceeded}},
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +202,7 @@ func TestWatchResumes(t *testing.T) {
 		f := newFixture(t, b, func(o *store.Options) { o.ReplayWindow = time.Minute })
 		other := f.replica(t)
 		h1, h2 := newHub(t, f.s), newHub(t, other)
-		w, err := h1.WatchTenant(ctx, domain.WatchParams{Tenant: "acme"})
+		w, err := h1.WatchTenant(ctx, domain.WatchParams{Call: domain.Call{Tenant: "acme"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,7 +214,7 @@ func TestWatchResumes(t *testing.T) {
 			want = append(want, changeOf(createLabelled(t, f.s, "acme", "export", "")))
 		}
 		want = append(want, changeOf(mustComplete(t, f.s, "acme", a.ID)))
-		w2, err := h2.WatchTenant(ctx, domain.WatchParams{Tenant: "acme", LastEventID: pos})
+		w2, err := h2.WatchTenant(ctx, domain.WatchParams{Call: domain.Call{Tenant: "acme"}, LastEventID: pos})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -222,7 +224,7 @@ func TestWatchResumes(t *testing.T) {
 		quietWatch(t, w2, func() string { return changeOf(createLabelled(t, f.s, "acme", "export", "")) })
 
 		for _, bad := range []string{"garbled", "1-0.2", pos + "x", "99999999999999-0"} {
-			w3, err := h2.WatchTenant(ctx, domain.WatchParams{Tenant: "acme", LastEventID: bad})
+			w3, err := h2.WatchTenant(ctx, domain.WatchParams{Call: domain.Call{Tenant: "acme"}, LastEventID: bad})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -239,7 +241,7 @@ func TestWatchResumes(t *testing.T) {
 		if err := f.sweeper(sweep.Options{}).Tick(ctx); err != nil {
 			t.Fatal(err)
 		}
-		w4, err := h2.WatchTenant(ctx, domain.WatchParams{Tenant: "acme", LastEventID: pos})
+		w4, err := h2.WatchTenant(ctx, domain.WatchParams{Call: domain.Call{Tenant: "acme"}, LastEventID: pos})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -259,7 +261,7 @@ func TestWatchResetsWhenTheLogCannotReplay(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		f := newFixture(t, b, func(o *store.Options) { o.ReplayWindow = time.Minute; o.ChangeLogEntries = 3 })
 		h := newHub(t, f.s)
-		w, err := h.WatchTenant(ctx, domain.WatchParams{Tenant: "acme"})
+		w, err := h.WatchTenant(ctx, domain.WatchParams{Call: domain.Call{Tenant: "acme"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -268,7 +270,7 @@ func TestWatchResetsWhenTheLogCannotReplay(t *testing.T) {
 		w.Close()
 		resume := func(what string) {
 			t.Helper()
-			w, err := h.WatchTenant(ctx, domain.WatchParams{Tenant: "acme", LastEventID: pos})
+			w, err := h.WatchTenant(ctx, domain.WatchParams{Call: domain.Call{Tenant: "acme"}, LastEventID: pos})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -288,7 +290,7 @@ func TestWatchResetsWhenTheLogCannotReplay(t *testing.T) {
 		}
 		r := createLabelled(t, f.s, "acme", "export", "")
 		sweep()
-		w2, err := h.WatchTenant(ctx, domain.WatchParams{Tenant: "acme", LastEventID: pos})
+		w2, err := h.WatchTenant(ctx, domain.WatchParams{Call: domain.Call{Tenant: "acme"}, LastEventID: pos})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -57,7 +57,7 @@ func eventLetters(evs []domain.WebhookEvent) string {
 // beyond). c.Credential, when set, is counted against the admin rate limits in
 // the same script, and c.Rate receives the counted limit; a refused call
 // registers nothing.
-func (s *Store) SaveWebhook(ctx context.Context, c domain.WebhookCall, w domain.Webhook, max int) error {
+func (s *Store) SaveWebhook(ctx context.Context, c domain.Call, w domain.Webhook, max int) error {
 	tenant := c.Tenant
 	// The registry first, so that no endpoint ever exists that dispatchers cannot
 	// find; and again after, in case a dispatcher pruned the tenant in between
@@ -83,7 +83,7 @@ func (s *Store) SaveWebhook(ctx context.Context, c domain.WebhookCall, w domain.
 		// Undo rather than leave an endpoint no dispatcher may find (or that
 		// some shards do not emit to): the caller sees a 503 and may simply
 		// register again.
-		_ = s.DeleteWebhook(context.WithoutCancel(ctx), domain.WebhookCall{Tenant: tenant}, w.ID)
+		_ = s.DeleteWebhook(context.WithoutCancel(ctx), domain.Call{Tenant: tenant}, w.ID)
 		return backend("register webhook", err)
 	}
 	return nil
@@ -150,7 +150,7 @@ func decodeWebhook(id string, m map[string]string) *domain.Webhook {
 
 // Webhook reads one endpoint of c.Tenant; NOT_FOUND when it has no such
 // endpoint. c.Credential is counted as by countedReads.
-func (s *Store) Webhook(ctx context.Context, c domain.WebhookCall, id string) (*domain.Webhook, error) {
+func (s *Store) Webhook(ctx context.Context, c domain.Call, id string) (*domain.Webhook, error) {
 	var m *redis.MapStringStringCmd
 	if err := s.countedReads(ctx, "read webhook", c, func(p redis.Pipeliner) {
 		m = p.HGetAll(ctx, s.k.webhook(c.Tenant, id))
@@ -183,7 +183,7 @@ func errWebhookNotFound() error {
 
 // Webhooks lists c.Tenant's endpoints, oldest first. c.Credential is counted
 // as by countedReads, with the first read.
-func (s *Store) Webhooks(ctx context.Context, c domain.WebhookCall) ([]domain.Webhook, error) {
+func (s *Store) Webhooks(ctx context.Context, c domain.Call) ([]domain.Webhook, error) {
 	tenant := c.Tenant
 	var keys *redis.StringSliceCmd
 	if err := s.countedReads(ctx, "list webhooks", c, func(p redis.Pipeliner) {
@@ -222,7 +222,7 @@ func sortWebhooks(ws []domain.Webhook) {
 // c.Credential, when set, is counted against the admin rate limits by the
 // first script (shard 0's), and c.Rate receives the counted limit; a refused
 // call removes nothing.
-func (s *Store) DeleteWebhook(ctx context.Context, c domain.WebhookCall, id string) error {
+func (s *Store) DeleteWebhook(ctx context.Context, c domain.Call, id string) error {
 	tags := s.tenantTags(c.Tenant)
 	now := ms(s.now())
 	r, err := s.run(ctx, s.sc.webhookDelete, webhookDeleteCall(s.k, tags[0], id, now,
@@ -253,7 +253,7 @@ func webhookDeleteCall(k keys, tag, id, now string, rate counters) scriptCall {
 
 // WebhookDeliveries lists the most recent delivery attempts of an endpoint of
 // c.Tenant, newest first. c.Credential is counted as by countedReads.
-func (s *Store) WebhookDeliveries(ctx context.Context, c domain.WebhookCall, id string) ([]domain.WebhookDelivery, error) {
+func (s *Store) WebhookDeliveries(ctx context.Context, c domain.Call, id string) ([]domain.WebhookDelivery, error) {
 	// Each shard's dispatch logs in its own slot (webhook_settle.lua): read
 	// them all and keep the newest webhookLogCap.
 	var exists *redis.IntCmd
@@ -295,7 +295,7 @@ func (s *Store) WebhookDeliveries(ctx context.Context, c domain.WebhookCall, id 
 // own, and cannot pass while the read fails. A refused call answers
 // RATE_LIMITED, its reads discarded (they change nothing); c.Rate receives the
 // counted limit. op names the operation in errors.
-func (s *Store) countedReads(ctx context.Context, op string, c domain.WebhookCall, queue func(redis.Pipeliner)) error {
+func (s *Store) countedReads(ctx context.Context, op string, c domain.Call, queue func(redis.Pipeliner)) error {
 	rate := s.counters(ownTag(c.Tenant), ratelimit.ScopeAdmin, c.Credential)
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()

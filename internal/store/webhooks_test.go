@@ -19,7 +19,7 @@ func (f *fixture) mustSaveWebhook(tb testing.TB, tenant, id string, evs ...domai
 	tb.Helper()
 	w := domain.Webhook{ID: id, URL: "https://partner.example/" + id, Events: evs, Description: "d " + id,
 		CreatedAt: domain.TimeMs(f.clock.Now().UnixMilli()), SealedSecret: "v1.sealed-" + id}
-	if err := f.s.SaveWebhook(ctx, domain.WebhookCall{Tenant: tenant}, w, 20); err != nil {
+	if err := f.s.SaveWebhook(ctx, domain.Call{Tenant: tenant}, w, 20); err != nil {
 		tb.Fatal(err)
 	}
 }
@@ -160,28 +160,28 @@ func TestWebhookEndpoints(t *testing.T) {
 		f.mustSaveWebhook(t, "acme", "ep_b", domain.EventCreated, domain.EventFailed)
 		f.clock.Add(time.Millisecond)
 		f.mustSaveWebhook(t, "acme", "ep_a", domain.DefaultWebhookEvents...)
-		w, err := f.s.Webhook(ctx, domain.WebhookCall{Tenant: "acme"}, "ep_b")
+		w, err := f.s.Webhook(ctx, domain.Call{Tenant: "acme"}, "ep_b")
 		if err != nil || w.URL != "https://partner.example/ep_b" || len(w.Events) != 2 || w.Events[0] != domain.EventCreated ||
 			w.Events[1] != domain.EventFailed || w.Description != "d ep_b" || w.SealedSecret != "v1.sealed-ep_b" {
 			t.Fatalf("webhook %+v %v", w, err)
 		}
-		_, err = f.s.Webhook(ctx, domain.WebhookCall{Tenant: "globex"}, "ep_b")
+		_, err = f.s.Webhook(ctx, domain.Call{Tenant: "globex"}, "ep_b")
 		wantCode(t, err, domain.NotFound)
-		ws, err := f.s.Webhooks(ctx, domain.WebhookCall{Tenant: "acme"})
+		ws, err := f.s.Webhooks(ctx, domain.Call{Tenant: "acme"})
 		if err != nil || len(ws) != 2 || ws[0].ID != "ep_b" || ws[1].ID != "ep_a" {
 			t.Fatalf("list %+v %v", ws, err)
 		}
-		if ws, _ := f.s.Webhooks(ctx, domain.WebhookCall{Tenant: "globex"}); len(ws) != 0 {
+		if ws, _ := f.s.Webhooks(ctx, domain.Call{Tenant: "globex"}); len(ws) != 0 {
 			t.Fatalf("globex sees %+v", ws)
 		}
-		wantCode(t, f.s.DeleteWebhook(ctx, domain.WebhookCall{Tenant: "globex"}, "ep_b"), domain.NotFound)
-		if err := f.s.DeleteWebhook(ctx, domain.WebhookCall{Tenant: "acme"}, "ep_b"); err != nil {
+		wantCode(t, f.s.DeleteWebhook(ctx, domain.Call{Tenant: "globex"}, "ep_b"), domain.NotFound)
+		if err := f.s.DeleteWebhook(ctx, domain.Call{Tenant: "acme"}, "ep_b"); err != nil {
 			t.Fatal(err)
 		}
-		wantCode(t, f.s.DeleteWebhook(ctx, domain.WebhookCall{Tenant: "acme"}, "ep_b"), domain.NotFound)
-		_, err = f.s.WebhookDeliveries(ctx, domain.WebhookCall{Tenant: "acme"}, "ep_b")
+		wantCode(t, f.s.DeleteWebhook(ctx, domain.Call{Tenant: "acme"}, "ep_b"), domain.NotFound)
+		_, err = f.s.WebhookDeliveries(ctx, domain.Call{Tenant: "acme"}, "ep_b")
 		wantCode(t, err, domain.NotFound)
-		if ds, err := f.s.WebhookDeliveries(ctx, domain.WebhookCall{Tenant: "acme"}, "ep_a"); err != nil || len(ds) != 0 {
+		if ds, err := f.s.WebhookDeliveries(ctx, domain.Call{Tenant: "acme"}, "ep_a"); err != nil || len(ds) != 0 {
 			t.Fatalf("deliveries %v %v", ds, err)
 		}
 		// one per shard of acme, each with its copy of the filter
@@ -198,7 +198,7 @@ func TestWebhookEndpoints(t *testing.T) {
 		for i := 1; i < 20; i++ {
 			f.mustSaveWebhook(t, "acme", fmt.Sprintf("ep_%02d", i), domain.EventSucceeded)
 		}
-		err = f.s.SaveWebhook(ctx, domain.WebhookCall{Tenant: "acme"}, domain.Webhook{ID: "ep_x", URL: "https://x.example/", Events: domain.DefaultWebhookEvents}, 20)
+		err = f.s.SaveWebhook(ctx, domain.Call{Tenant: "acme"}, domain.Webhook{ID: "ep_x", URL: "https://x.example/", Events: domain.DefaultWebhookEvents}, 20)
 		wantCode(t, err, domain.ValidationFailed)
 	})
 }
@@ -214,7 +214,7 @@ func TestReplaceWebhookSecret(t *testing.T) {
 		f.mustSaveWebhook(t, "globex", "ep_a", domain.DefaultWebhookEvents...)
 		sealed := func(tenant string) string {
 			t.Helper()
-			w, err := f.s.Webhook(ctx, domain.WebhookCall{Tenant: tenant}, "ep_a")
+			w, err := f.s.Webhook(ctx, domain.Call{Tenant: tenant}, "ep_a")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -232,10 +232,10 @@ func TestReplaceWebhookSecret(t *testing.T) {
 		if got := sealed("globex"); got != "v1.sealed-ep_a" {
 			t.Fatalf("globex's secret %q after acme's replace", got)
 		}
-		if w, _ := f.s.Webhook(ctx, domain.WebhookCall{Tenant: "acme"}, "ep_a"); w.URL != "https://partner.example/ep_a" || len(w.Events) != len(domain.DefaultWebhookEvents) {
+		if w, _ := f.s.Webhook(ctx, domain.Call{Tenant: "acme"}, "ep_a"); w.URL != "https://partner.example/ep_a" || len(w.Events) != len(domain.DefaultWebhookEvents) {
 			t.Fatalf("the replace changed more than the secret: %+v", w)
 		}
-		if err := f.s.DeleteWebhook(ctx, domain.WebhookCall{Tenant: "globex"}, "ep_a"); err != nil {
+		if err := f.s.DeleteWebhook(ctx, domain.Call{Tenant: "globex"}, "ep_a"); err != nil {
 			t.Fatal(err)
 		}
 		if ok, err := f.s.ReplaceWebhookSecret(ctx, "globex", "ep_a", "v1.sealed-ep_a", "v1.resealed"); err != nil || ok {

@@ -1,7 +1,9 @@
 package testenv
 
 import (
+	"bufio"
 	"bytes"
+	"strings"
 	"sync"
 	"time"
 )
@@ -65,4 +67,25 @@ func Paced(pause time.Duration, steps ...func() error) <-chan error {
 		done <- nil
 	}()
 	return done
+}
+
+// ReadSSELine reads one line of an event stream, ended by CR, LF or CRLF.
+func ReadSSELine(br *bufio.Reader) (string, error) {
+	var b strings.Builder
+	for {
+		c, err := br.ReadByte()
+		if err != nil {
+			return "", err
+		}
+		switch c {
+		case '\n':
+			return b.String(), nil
+		case '\r':
+			if next, err := br.Peek(1); err == nil && next[0] == '\n' {
+				_, _ = br.ReadByte()
+			}
+			return b.String(), nil
+		}
+		b.WriteByte(c)
+	}
 }

@@ -32,7 +32,7 @@ type Outbox interface {
 	ClaimStaleOutbox(ctx context.Context, tenants []domain.ShardName, consumer string, minIdle time.Duration, count int) ([]domain.WebhookMessage, error)
 	ClaimWebhookRetries(ctx context.Context, tenants []domain.ShardName, now, leaseUntil time.Time, count int) ([]domain.WebhookMessage, error)
 	SettleWebhook(ctx context.Context, m domain.WebhookMessage, o domain.WebhookSettlement) error
-	Webhook(ctx context.Context, c domain.WebhookCall, id string) (*domain.Webhook, error)
+	Webhook(ctx context.Context, c domain.Call, id string) (*domain.Webhook, error)
 	PruneWebhookTenant(ctx context.Context, tenant domain.ShardName) (bool, error)
 	ReapWebhookConsumers(ctx context.Context, tenant domain.ShardName, self string, idle time.Duration) (int, error)
 }
@@ -528,7 +528,7 @@ type payload struct {
 
 // attempt sends one message once and settles the outcome.
 func (d *Dispatcher) attempt(ctx context.Context, m domain.WebhookMessage) {
-	ep, err := d.out.Webhook(ctx, domain.WebhookCall{Tenant: m.Tenant}, m.EndpointID)
+	ep, err := d.out.Webhook(ctx, domain.Call{Tenant: m.Tenant}, m.EndpointID)
 	if domain.ErrorCode(err) == domain.NotFound {
 		d.count(func(s *DispatchStats) { s.Dropped++ })
 		d.storeError(d.out.SettleWebhook(ctx, m, domain.WebhookSettlement{Done: true}))

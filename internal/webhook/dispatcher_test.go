@@ -113,7 +113,7 @@ func (f *fixture) register(tenant, url string, events ...domain.WebhookEvent) *d
 	if len(events) == 0 {
 		in.Events = domain.DefaultWebhookEvents
 	}
-	w, err := f.svc.RegisterWebhook(context.Background(), domain.WebhookCall{Tenant: tenant}, in)
+	w, err := f.svc.RegisterWebhook(context.Background(), domain.Call{Tenant: tenant}, in)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -122,8 +122,10 @@ func (f *fixture) register(tenant, url string, events ...domain.WebhookEvent) *d
 
 func (f *fixture) create(tenant string) string {
 	f.t.Helper()
-	r, _, err := f.st.Create(context.Background(), domain.CreateParams{Tenant: tenant, CreatedBy: "key_test",
-		Input: domain.CreateInput{Type: "statement.export", Context: json.RawMessage(`{"account":"acc_1"}`)}})
+	r, _, err := f.st.Create(context.Background(), domain.CreateParams{
+		Call:  domain.Call{Tenant: tenant, By: "key_test"},
+		Input: domain.CreateInput{Type: "statement.export", Context: json.RawMessage(`{"account":"acc_1"}`)},
+	})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -132,7 +134,7 @@ func (f *fixture) create(tenant string) string {
 
 func (f *fixture) complete(tenant, id string) *domain.Request {
 	f.t.Helper()
-	r, err := f.st.Complete(context.Background(), domain.TransitionParams{Tenant: tenant, ID: id, By: "key_test"},
+	r, err := f.st.Complete(context.Background(), domain.TransitionParams{Call: domain.Call{Tenant: tenant, By: "key_test"}, ID: id},
 		domain.CompleteInput{ResultType: "answer", Result: json.RawMessage(`{"total":42}`)})
 	if err != nil {
 		f.t.Fatal(err)
@@ -142,7 +144,7 @@ func (f *fixture) complete(tenant, id string) *domain.Request {
 
 func (f *fixture) deliveries(tenant, id string) []domain.WebhookDelivery {
 	f.t.Helper()
-	ds, err := f.svc.WebhookDeliveries(context.Background(), domain.WebhookCall{Tenant: tenant}, id)
+	ds, err := f.svc.WebhookDeliveries(context.Background(), domain.Call{Tenant: tenant}, id)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -378,7 +380,7 @@ func TestEventFilters(t *testing.T) {
 	f.startDispatcher(nil)
 	ctx := context.Background()
 	tp := func(id string) domain.TransitionParams {
-		return domain.TransitionParams{Tenant: "acme", ID: id, By: "key_test"}
+		return domain.TransitionParams{Call: domain.Call{Tenant: "acme", By: "key_test"}, ID: id}
 	}
 
 	a := f.create("acme")
@@ -713,7 +715,7 @@ func TestDeliveryRefusesRebinding(t *testing.T) {
 		t.Fatalf("the loopback receiver was reached %d times", n)
 	}
 	// And a literal internal address cannot be registered at all.
-	_, err := f.svc.RegisterWebhook(context.Background(), domain.WebhookCall{Tenant: "acme"}, domain.WebhookInput{URL: rcv.url(), Events: domain.DefaultWebhookEvents})
+	_, err := f.svc.RegisterWebhook(context.Background(), domain.Call{Tenant: "acme"}, domain.WebhookInput{URL: rcv.url(), Events: domain.DefaultWebhookEvents})
 	if domain.ErrorCode(err) != domain.ValidationFailed {
 		t.Fatalf("registering %s: %v", rcv.url(), err)
 	}
@@ -726,7 +728,7 @@ func TestDeletedEndpointDropsMessages(t *testing.T) {
 	rcv := newReceiver(t, nil)
 	w := f.register("acme", rcv.url())
 	f.complete("acme", f.create("acme"))
-	if err := f.svc.DeleteWebhook(context.Background(), domain.WebhookCall{Tenant: "acme"}, w.ID); err != nil {
+	if err := f.svc.DeleteWebhook(context.Background(), domain.Call{Tenant: "acme"}, w.ID); err != nil {
 		t.Fatal(err)
 	}
 	d, _ := f.startDispatcher(nil)

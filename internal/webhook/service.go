@@ -13,11 +13,11 @@ import (
 
 // Endpoints is what the registration service needs of the store.
 type Endpoints interface {
-	SaveWebhook(ctx context.Context, c domain.WebhookCall, w domain.Webhook, max int) error
-	Webhooks(ctx context.Context, c domain.WebhookCall) ([]domain.Webhook, error)
-	Webhook(ctx context.Context, c domain.WebhookCall, id string) (*domain.Webhook, error)
-	DeleteWebhook(ctx context.Context, c domain.WebhookCall, id string) error
-	WebhookDeliveries(ctx context.Context, c domain.WebhookCall, id string) ([]domain.WebhookDelivery, error)
+	SaveWebhook(ctx context.Context, c domain.Call, w domain.Webhook, max int) error
+	Webhooks(ctx context.Context, c domain.Call) ([]domain.Webhook, error)
+	Webhook(ctx context.Context, c domain.Call, id string) (*domain.Webhook, error)
+	DeleteWebhook(ctx context.Context, c domain.Call, id string) error
+	WebhookDeliveries(ctx context.Context, c domain.Call, id string) ([]domain.WebhookDelivery, error)
 	Frozen(ctx context.Context, tenant string) (bool, error)
 }
 
@@ -71,7 +71,7 @@ func (s *Service) checkFrozen(ctx context.Context, tenant string) error {
 // RegisterWebhook checks the URL (scheme, and every address it resolves to),
 // makes the endpoint and its secret, keeps the secret sealed and returns it
 // this once.
-func (s *Service) RegisterWebhook(ctx context.Context, c domain.WebhookCall, in domain.WebhookInput) (*domain.Webhook, error) {
+func (s *Service) RegisterWebhook(ctx context.Context, c domain.Call, in domain.WebhookInput) (*domain.Webhook, error) {
 	tenant := c.Tenant
 	if err := s.checkFrozen(ctx, tenant); err != nil {
 		return nil, err
@@ -104,7 +104,7 @@ func (s *Service) RegisterWebhook(ctx context.Context, c domain.WebhookCall, in 
 }
 
 // ListWebhooks lists the tenant's endpoints, oldest first, without secrets.
-func (s *Service) ListWebhooks(ctx context.Context, c domain.WebhookCall) ([]domain.Webhook, error) {
+func (s *Service) ListWebhooks(ctx context.Context, c domain.Call) ([]domain.Webhook, error) {
 	if err := s.checkFrozen(ctx, c.Tenant); err != nil {
 		return nil, err
 	}
@@ -116,7 +116,7 @@ func (s *Service) ListWebhooks(ctx context.Context, c domain.WebhookCall) ([]dom
 }
 
 // Webhook reads one endpoint, without its secret.
-func (s *Service) Webhook(ctx context.Context, c domain.WebhookCall, id string) (*domain.Webhook, error) {
+func (s *Service) Webhook(ctx context.Context, c domain.Call, id string) (*domain.Webhook, error) {
 	if !idPattern.MatchString(id) {
 		return nil, domain.ErrNotFound()
 	}
@@ -134,7 +134,7 @@ func (s *Service) Webhook(ctx context.Context, c domain.WebhookCall, id string) 
 // DeleteWebhook removes an endpoint; messages still queued for it are dropped.
 // It works on a frozen tenant too: removing a destination only narrows what
 // leaves the service.
-func (s *Service) DeleteWebhook(ctx context.Context, c domain.WebhookCall, id string) error {
+func (s *Service) DeleteWebhook(ctx context.Context, c domain.Call, id string) error {
 	if !idPattern.MatchString(id) {
 		return domain.ErrNotFound()
 	}
@@ -142,7 +142,7 @@ func (s *Service) DeleteWebhook(ctx context.Context, c domain.WebhookCall, id st
 }
 
 // WebhookDeliveries lists an endpoint's recent attempts, newest first.
-func (s *Service) WebhookDeliveries(ctx context.Context, c domain.WebhookCall, id string) ([]domain.WebhookDelivery, error) {
+func (s *Service) WebhookDeliveries(ctx context.Context, c domain.Call, id string) ([]domain.WebhookDelivery, error) {
 	if !idPattern.MatchString(id) {
 		return nil, domain.ErrNotFound()
 	}

@@ -81,7 +81,7 @@ func TestShardedTenantDelivered(t *testing.T) {
 			t.Fatalf("%d delivered, want %d", delivered, n)
 		}
 		// the endpoint gone, no shard keeps a copy of it
-		if err := f.svc.DeleteWebhook(context.Background(), domain.WebhookCall{Tenant: "acme"}, w.ID); err != nil {
+		if err := f.svc.DeleteWebhook(context.Background(), domain.Call{Tenant: "acme"}, w.ID); err != nil {
 			t.Fatal(err)
 		}
 		for _, wt := range names {
