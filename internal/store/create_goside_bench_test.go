@@ -31,7 +31,8 @@ func (cannedRedis) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 }
 func (cannedRedis) ProcessHook(redis.ProcessHook) redis.ProcessHook {
 	return func(_ context.Context, cmd redis.Cmder) error {
-		c, ok := cmd.(*redis.Cmd)
+		// a script's *redis.Cmd, or the wrapper a write goes in (once, scripts.go)
+		c, ok := cmd.(interface{ SetVal(any) })
 		if !ok {
 			if ic, ok := cmd.(*redis.IntCmd); ok {
 				ic.SetVal(1)
