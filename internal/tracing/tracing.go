@@ -214,11 +214,61 @@ func (t *Tracer) kept(kept string) trace.SpanContext {
 		return trace.SpanContext{}
 	}
 	tp, ts, _ := strings.Cut(kept, " ")
+	if len(tp) == 55 && tp[:3] == "00-" {
+		// What KeepContext writes, version 00, read as the W3C propagator
+		// reads it but without its carrier map and context: every
+		// transition of a traced request reads one.
+		return parseTraceParent00(tp, ts)
+	}
 	h := headerCarrier{"traceparent": tp}
 	if ts != "" {
 		h["tracestate"] = ts
 	}
 	return trace.SpanContextFromContext(t.prop.Extract(context.Background(), h))
+}
+
+// parseTraceParent00 is propagation.TraceContext's reading of a version 00
+// traceparent tp (55 bytes, "00-" first) and of its tracestate ts: lower-case
+// hex only, no reserved flag, non-zero ids; a tracestate that does not parse
+// is left out, the traceparent still read.
+func parseTraceParent00(tp, ts string) trace.SpanContext {
+	var scc trace.SpanContextConfig
+	var flags [1]byte
+	if tp[35] != '-' || tp[52] != '-' || !lowerHex(scc.TraceID[:], tp[3:35]) || !lowerHex(scc.SpanID[:], tp[36:52]) ||
+		!lowerHex(flags[:], tp[53:55]) || flags[0] > 3 {
+		return trace.SpanContext{}
+	}
+	scc.TraceFlags = trace.TraceFlags(flags[0]) & (trace.FlagsSampled | trace.FlagsRandom)
+	if ts != "" {
+		scc.TraceState, _ = trace.ParseTraceState(ts)
+	}
+	scc.Remote = true
+	if sc := trace.NewSpanContext(scc); sc.IsValid() {
+		return sc
+	}
+	return trace.SpanContext{}
+}
+
+// lowerHex decodes src (2*len(dst) lower-case hex digits) into dst.
+func lowerHex(dst []byte, src string) bool {
+	for i := range dst {
+		hi, lo := hexDigit(src[2*i]), hexDigit(src[2*i+1])
+		if hi > 15 || lo > 15 {
+			return false
+		}
+		dst[i] = hi<<4 | lo
+	}
+	return true
+}
+
+func hexDigit(c byte) byte {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0'
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10
+	}
+	return 255
 }
 
 // LinkKept links ctx's span to the create's kept trace context (store.Tracer):
