@@ -74,10 +74,22 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("%s on %s: %d rounds, want %d", r.Scenario, r.Server, len(r.Rounds), cfg.Rounds)
 		}
 	}
-	for _, s := range []string{scenarioPoll, scenarioPollToken, scenarioPollRL, scenarioCreate, scenarioComplete, scenarioList} {
+	for _, s := range []string{scenarioPoll, scenarioPollToken, scenarioPollRL, scenarioCreate, scenarioComplete, scenarioList,
+		scenarioTracePoll, scenarioTraceComplete} {
 		if !scenarios[s] {
 			t.Errorf("no row for scenario %q", s)
 		}
+	}
+	// Tracing on exported its spans to the harness's collector, and lost none.
+	for _, want := range []string{"| " + scenarioTracePoll + " | asyncstatus (tracing on) |", "| " + scenarioTracePoll + " | asyncstatus |",
+		"the collector took ", " and 0 dropped (/metrics)"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q", want)
+		}
+	}
+	if strings.Contains(md, "the collector took 0 exports") || strings.Contains(md, "counted n/a spans") ||
+		strings.Contains(md, "counted 0 spans") {
+		t.Error("tracing on exported no span to the collector")
 	}
 
 	if len(rep.Memory) != 2 {

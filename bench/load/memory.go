@@ -69,7 +69,7 @@ func (h *harness) measureMemory(ctx context.Context) error {
 			tenants := []string{tenantMem, tenantMemWarm}
 			made := make([]string, len(tenants))
 			if err := parallel(ctx, len(tenants), len(tenants), func(i int) (err error) {
-				made[i], err = h.createKey(ctx, tenants[i], "read,write", "bench-memory")
+				made[i], err = h.createKey(ctx, s, tenants[i], "read,write", "bench-memory")
 				return err
 			}); err != nil {
 				return err

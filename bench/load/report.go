@@ -21,6 +21,7 @@ type Report struct {
 	Profile           string
 	Problems          []string // things that went wrong: a race, a panic, a changed key schema
 	Warnings          []string // things that make the figures less trustworthy
+	Notes             []string // what else the run saw (e.g. the spans the collector took)
 }
 
 // Row is one scenario on one server, all rounds together.
@@ -302,6 +303,9 @@ func (rep *Report) Markdown() string {
 		if r.Exhausted {
 			fmt.Fprintf(&b, "- %s on %s: the pool of queued requests ran out before a window ended; that window was shortened.\n", r.Scenario, r.Server)
 		}
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(&b, "- %s.\n", n)
 	}
 	b.WriteString("\n")
 

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -94,6 +95,23 @@ type Config struct {
 	// 2026-12-03: a GOMAXPROCS=1 asyncstatus beside a baseline on every CPU
 	// reported milder ratios than the shipped settings give).
 	Procs, BaselineProcs int
+	// Tracing adds the poll and complete scenarios against a second
+	// asyncstatus with tracing on (sample_ratio 1), exporting by OTLP/HTTP to
+	// a collector in the harness's process that reads each export and
+	// discards it, compared with asyncstatus (tracing off) in the same run
+	// (docs/reference.md §17; docs/performance.md, Tracing).
+	Tracing bool
+	// Compare, when set, is a git revision of the module built as a second
+	// asyncstatus on a Redis database of its own (its own keys and preload),
+	// with the poll and complete scenarios run against it and asyncstatus as
+	// built now (tracing off) in the same run: e.g. the commit before tracing
+	// was merged, to show that tracing off costs nothing.
+	Compare string
+	// CompareWith, with Compare, is the git revision built as the first
+	// server of those scenarios instead of the working tree (on a Redis
+	// database of its own too): the tracing commit against its parent
+	// measures tracing off alone, without what other commits changed since.
+	CompareWith string
 	// AOF adds a second pass of the poll, create and complete scenarios with
 	// Redis persisting as production does (CONFIG SET appendonly yes,
 	// appendfsync everysec), named with an " [appendonly everysec]" suffix.
@@ -116,7 +134,7 @@ type Config struct {
 // seconds (one round's ratio moved by up to 20% with two rounds).
 func DefaultConfig() Config {
 	return Config{Duration: 5 * time.Second, Warmup: time.Second, Rounds: 4, Concurrency: 32,
-		Preload: 100_000, MemN: 10_000, MemWarm: 1_000, RateLimit: true, Profile: true, AOF: true}
+		Preload: 100_000, MemN: 10_000, MemWarm: 1_000, RateLimit: true, Profile: true, AOF: true, Tracing: true}
 }
 
 // DefaultProcs was asyncstatus's GOMAXPROCS in a run before the harness
@@ -128,7 +146,7 @@ func DefaultProcs() int { return max(runtime.NumCPU()/2, 1) }
 // mean nothing.
 func QuickConfig() Config {
 	return Config{Duration: 500 * time.Millisecond, Warmup: 200 * time.Millisecond, Rounds: 1, Concurrency: 8,
-		Preload: 15_000, MemN: 300, MemWarm: 50, RateLimit: true, AOF: true}
+		Preload: 15_000, MemN: 300, MemWarm: 50, RateLimit: true, AOF: true, Tracing: true}
 }
 
 // tenants of the run. The polled tenant holds the preloaded requests; creates and
@@ -152,6 +170,7 @@ type server struct {
 	baseline bool
 	data     *dataset
 	env      []string // asyncstatus: its environment (CLI commands use it too)
+	bin      string   // asyncstatus: its binary (CLI commands run it too)
 	lastRate map[string]float64
 }
 
@@ -193,7 +212,13 @@ type harness struct {
 	blBin  string
 	as     *server
 	asRL   *server
+	asTR   *server // tracing on (Config.Tracing)
+	old    *server // built from Config.Compare
+	cur    *server // built from Config.CompareWith; else asyncstatus
 	bl     *server
+	col    *collector // Config.Tracing's OTLP/HTTP collector
+	oldBin string
+	curBin string
 	all    []*server
 	report *Report
 }
@@ -269,6 +294,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 			return nil, err
 		}
 	}
+	h.tracingNotes()
 	h.checkLogs()
 	h.checkQuiet()
 	h.report.Finished = time.Now()
@@ -288,6 +314,9 @@ func (h *harness) stopAll() {
 	for _, s := range h.all {
 		s.p.stop()
 	}
+	if h.col != nil {
+		h.col.close()
+	}
 	if h.redis != nil {
 		h.redis.close()
 	}
@@ -302,12 +331,32 @@ func (h *harness) start(ctx context.Context) error {
 	var errAS, errBL error
 	wg.Go(func() { errAS = build(ctx, h.root, "./cmd/asyncstatus", h.asBin, h.cfg.BuildFlags) })
 	wg.Go(func() { errBL = build(ctx, h.root, "./bench/baseline", h.blBin, h.cfg.BuildFlags) })
+	var errOld, errCur error
+	if h.cfg.Compare != "" {
+		h.oldBin = filepath.Join(h.dir, "asyncstatus-old")
+		wg.Go(func() {
+			errOld = buildRevision(ctx, h.root, h.cfg.Compare, filepath.Join(h.dir, "old-src"), h.oldBin, h.cfg.BuildFlags)
+		})
+		if h.cfg.CompareWith != "" {
+			h.curBin = filepath.Join(h.dir, "asyncstatus-cur")
+			wg.Go(func() {
+				errCur = buildRevision(ctx, h.root, h.cfg.CompareWith, filepath.Join(h.dir, "cur-src"), h.curBin, h.cfg.BuildFlags)
+			})
+		}
+	} else if h.cfg.CompareWith != "" {
+		return errors.New("compare-with needs compare")
+	}
 	wg.Wait()
-	if err := errors.Join(errAS, errBL); err != nil {
+	if err := errors.Join(errAS, errBL, errOld, errCur); err != nil {
 		return err
 	}
 	h.logf("built ./cmd/asyncstatus and ./bench/baseline %sin %s", strings.Join(append(h.cfg.BuildFlags, ""), " "),
 		time.Since(t0).Round(100*time.Millisecond))
+	for _, rev := range []string{h.cfg.Compare, h.cfg.CompareWith} {
+		if rev != "" {
+			h.logf("built ./cmd/asyncstatus at %s", rev)
+		}
+	}
 	var err error
 	if h.redis, err = startRedis(ctx, h.dir); err != nil {
 		return err
@@ -319,13 +368,22 @@ func (h *harness) start(ctx context.Context) error {
 	}
 
 	asData := &dataset{prefix: "as"}
-	if h.as, err = h.startAsyncstatus(ctx, "asyncstatus", false, asData); err != nil {
+	if h.as, err = h.startAsyncstatus(ctx, "asyncstatus", h.asBin, "asyncstatus.log", asData); err != nil {
 		return err
 	}
 	if h.cfg.RateLimit {
-		if h.asRL, err = h.startAsyncstatus(ctx, "asyncstatus (rate limit on)", true, asData); err != nil {
+		// High enough that nothing is refused: this measures what the limiter costs.
+		if h.asRL, err = h.startAsyncstatus(ctx, "asyncstatus (rate limit on)", h.asBin, "asyncstatus-ratelimit.log", asData,
+			"ASYNCSTATUS_RATELIMIT_ENABLED=true", "ASYNCSTATUS_RATELIMIT_READ=10000000-S", "ASYNCSTATUS_RATELIMIT_WRITE=10000000-S",
+			"ASYNCSTATUS_RATELIMIT_TENANT=10000000-S"); err != nil {
 			return err
 		}
+	}
+	if err := h.startTracing(ctx, asData); err != nil {
+		return err
+	}
+	if err := h.startOld(ctx); err != nil {
+		return err
 	}
 	port, err := freePort()
 	if err != nil {
@@ -346,7 +404,9 @@ func (h *harness) start(ctx context.Context) error {
 	return waitHTTP(ctx, h.bl)
 }
 
-func (h *harness) startAsyncstatus(ctx context.Context, name string, rateLimit bool, data *dataset) (*server, error) {
+// startAsyncstatus starts bin serve as server name on the harness's Redis,
+// with the harness's settings and then extra (KEY=value, later ones win).
+func (h *harness) startAsyncstatus(ctx context.Context, name, bin, logName string, data *dataset, extra ...string) (*server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -360,27 +420,23 @@ func (h *harness) startAsyncstatus(ctx context.Context, name string, rateLimit b
 	}
 	env = append(env, "ASYNCSTATUS_REDIS_URL=redis://"+h.redis.addr+"/0", "ASYNCSTATUS_HTTP_ADDR="+addr,
 		"ASYNCSTATUS_CONSOLE_ADDR=off", // the console is not measured, and its port may be taken
-		"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET="+pollSecret, "ASYNCSTATUS_RATELIMIT_ENABLED="+strconv.FormatBool(rateLimit),
+		"ASYNCSTATUS_AUTH_POLL_TOKEN_SECRET="+pollSecret, "ASYNCSTATUS_RATELIMIT_ENABLED=false",
 		"ASYNCSTATUS_WEBHOOKS_SECRET_KEY="+pollSecret, "ASYNCSTATUS_RUNTIME_MAX_PROCS="+strconv.Itoa(h.cfg.Procs),
 		// One step of 1 s: the poll-token walk comes back to a request every Preload
 		// calls, which on a fast machine is sooner than the default schedule's later
 		// steps (5 s, 10 s, 30 s) allow. Every poll is still paced: the pacing
 		// state is read and written as with any schedule.
 		"ASYNCSTATUS_POLLING_SCHEDULE=1s")
-	if rateLimit {
-		// High enough that nothing is refused: this measures what the limiter costs.
-		env = append(env, "ASYNCSTATUS_RATELIMIT_READ=10000000-S", "ASYNCSTATUS_RATELIMIT_WRITE=10000000-S",
-			"ASYNCSTATUS_RATELIMIT_TENANT=10000000-S")
+	for _, kv := range extra {
+		k, _, _ := strings.Cut(kv, "=")
+		env = slices.DeleteFunc(env, func(e string) bool { return strings.HasPrefix(e, k+"=") })
+		env = append(env, kv)
 	}
-	logName := "asyncstatus.log"
-	if rateLimit {
-		logName = "asyncstatus-ratelimit.log"
-	}
-	p, err := startProc(name, h.asBin, []string{"serve"}, env, h.dir, filepath.Join(h.dir, logName))
+	p, err := startProc(name, bin, []string{"serve"}, env, h.dir, filepath.Join(h.dir, logName))
 	if err != nil {
 		return nil, err
 	}
-	s := &server{name: name, addr: addr, p: p, data: data, env: env, lastRate: map[string]float64{}}
+	s := &server{name: name, addr: addr, p: p, data: data, env: env, bin: bin, lastRate: map[string]float64{}}
 	h.all = append(h.all, s)
 	h.logf("%s on %s (pid %d)", name, addr, p.pid())
 	if err := waitHTTP(ctx, s); err != nil {
@@ -430,10 +486,10 @@ func (h *harness) resumeAll() {
 	}
 }
 
-// createKey makes an API key with the asyncstatus command line, as an operator would.
-func (h *harness) createKey(ctx context.Context, tenant, scopes, name string) (string, error) {
-	cmd := exec.CommandContext(ctx, h.asBin, "keys", "create", "--tenant", tenant, "--scopes", scopes, "--name", name)
-	cmd.Env = h.as.env
+// createKey makes an API key of s with the asyncstatus command line, as an operator would.
+func (h *harness) createKey(ctx context.Context, s *server, tenant, scopes, name string) (string, error) {
+	cmd := exec.CommandContext(ctx, s.bin, "keys", "create", "--tenant", tenant, "--scopes", scopes, "--name", name)
+	cmd.Env = s.env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -446,32 +502,40 @@ func (h *harness) createKey(ctx context.Context, tenant, scopes, name string) (s
 	return key, nil
 }
 
-func (h *harness) createKeys(ctx context.Context, tenant, scopes string, n int) ([]string, error) {
+func (h *harness) createKeys(ctx context.Context, s *server, tenant, scopes string, n int) ([]string, error) {
 	keys := make([]string, n)
 	err := parallel(ctx, n, 4, func(i int) error {
-		k, err := h.createKey(ctx, tenant, scopes, "bench-"+strconv.Itoa(i))
+		k, err := h.createKey(ctx, s, tenant, scopes, "bench-"+strconv.Itoa(i))
 		keys[i] = k
 		return err
 	})
 	return keys, err
 }
 
-// prepare makes the API keys and preloads the polled tenant on both data sets.
+// prepare makes the API keys and preloads the polled tenant on every data set.
 func (h *harness) prepare(ctx context.Context) error {
-	d := h.as.data
-	first := make([]string, 2)
-	if err := parallel(ctx, 2, 2, func(i int) (err error) {
-		first[i], err = h.createKey(ctx, []string{tenantWrite, tenantPoll}[i], "read,write", "bench")
-		return err
-	}); err != nil {
-		return err
+	ases := []*server{h.as}
+	if h.old != nil {
+		ases = append(ases, h.old)
 	}
-	d.writeKey, d.readKeys = first[0], first[1:]
+	if h.cur != h.as {
+		ases = append(ases, h.cur)
+	}
+	for _, s := range ases {
+		first := make([]string, 2)
+		if err := parallel(ctx, 2, 2, func(i int) (err error) {
+			first[i], err = h.createKey(ctx, s, []string{tenantWrite, tenantPoll}[i], "read,write", "bench")
+			return err
+		}); err != nil {
+			return err
+		}
+		s.data.writeKey, s.data.readKeys = first[0], first[1:]
+	}
 	b := h.bl.data
 	b.readKeys, b.writeKey = []string{baselineKey}, baselineKey
 
 	var writes float64 // calls/s asyncstatus managed while preloading
-	for _, s := range []*server{h.as, h.bl} {
+	for _, s := range append(ases, h.bl) {
 		h.only(s)
 		t0 := time.Now()
 		if err := h.preload(ctx, s); err != nil {
@@ -499,12 +563,14 @@ func (h *harness) prepare(ctx context.Context) error {
 		callers = min(max(int(polls/float64(h.cfg.Preload))+1, 2), 64)
 	}
 	if callers > 1 {
-		h.logf("creating %d more API keys with `asyncstatus keys create` (%d callers poll)", callers-1, callers)
-		more, err := h.createKeys(ctx, tenantPoll, "read", callers-1)
-		if err != nil {
-			return err
+		for _, s := range ases {
+			h.logf("creating %d more API keys of %s with `asyncstatus keys create` (%d callers poll)", callers-1, s.name, callers)
+			more, err := h.createKeys(ctx, s, tenantPoll, "read", callers-1)
+			if err != nil {
+				return err
+			}
+			s.data.readKeys = append(s.data.readKeys, more...)
 		}
-		d.readKeys = append(d.readKeys, more...)
 	}
 	return nil
 }

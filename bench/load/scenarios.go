@@ -65,7 +65,7 @@ func (h *harness) scenarios() []scenario {
 			return cl.do("GET", "/v1/requests?limit=50", nil, s.auth(tenantPoll, s.data.readKeys[0])...)
 		}},
 	)
-	return list
+	return append(list, h.moreScenarios()...)
 }
 
 func judgePoll(status int, body []byte) verdict {
@@ -237,14 +237,35 @@ func (h *harness) completeWork(s *server) workload {
 // twice what the server last managed (or twice its create rate) over a round, as
 // a round on a quiet machine can run far faster than one on a busy one.
 func (h *harness) topUpPool(ctx context.Context, s *server) error {
+	return h.topUpPoolOf(scenarioComplete)(ctx, s)
+}
+
+// topUpPoolOf is topUpPool for the complete scenario named name: s's last
+// rate in it, else the fastest other server's in it, else asyncstatus's in
+// the complete scenario, else twice its create rate.
+func (h *harness) topUpPoolOf(name string) func(ctx context.Context, s *server) error {
+	return func(ctx context.Context, s *server) error {
+		rate := s.lastRate[name]
+		if rate == 0 {
+			for _, o := range h.all {
+				rate = max(rate, o.lastRate[name])
+			}
+		}
+		if rate == 0 {
+			rate = h.as.lastRate[scenarioComplete]
+		}
+		if rate == 0 {
+			rate = 2 * h.as.lastRate[scenarioCreate] // a complete costs about what a create does
+		}
+		if rate == 0 {
+			rate = 5000
+		}
+		return h.topUp(ctx, s, rate)
+	}
+}
+
+func (h *harness) topUp(ctx context.Context, s *server, rate float64) error {
 	d := s.data
-	rate := s.lastRate[scenarioComplete]
-	if rate == 0 {
-		rate = 2 * s.lastRate[scenarioCreate] // a complete costs about what a create does
-	}
-	if rate == 0 {
-		rate = 5000
-	}
 	need := int(2*rate*(h.cfg.Duration+h.cfg.Warmup).Seconds()) + 200
 	d.poolMu.Lock()
 	left := len(d.pool) - int(d.poolNext.Load())

@@ -35,7 +35,11 @@ func (t *Tracer) Middleware() fiber.Handler {
 		if c.Context().IsTLS() {
 			si = 1
 		}
-		ctx, sp := t.tr.Start(ctx, method, t.server[mi][si]...)
+		// Started without attributes: the samplers here (parent-based,
+		// trace id ratio) do not read them, and every attribute goes in
+		// with one SetAttributes below, from a slice made once per
+		// route and status (serverSpan): one allocation per span.
+		ctx, sp := t.tr.Start(ctx, method, t.serverStart...)
 		if !sp.IsRecording() {
 			// Not sampled: the context still carries the span context, so
 			// a create keeps it and a webhook delivery follows the caller's
@@ -55,17 +59,65 @@ func (t *Tracer) Middleware() fiber.Handler {
 			err = nil
 		}
 		status := c.Response().StatusCode()
-		if r := c.Route(); r != nil && r.Method != "USE" && r.Path != "" {
-			sp.SetName(method + " " + r.Path)
-			sp.SetAttributes(attribute.String("http.route", r.Path))
+		route := ""
+		// A route the app registered (it has handlers; the fallback Fiber
+		// makes outside the chain has the path as sent) other than a
+		// middleware's: its template.
+		if r := c.Route(); r != nil && r.Method != "USE" && r.Path != "" && len(r.Handlers) > 0 {
+			route = r.Path
 		}
-		sp.SetAttributes(attribute.Int("http.response.status_code", status))
+		a := t.serverSpan(mi, si, route, status)
+		sp.SetName(a.name)
+		sp.SetAttributes(a.attrs...)
 		if status >= 500 {
 			sp.SetStatus(codes.Error, "")
-			sp.SetAttributes(attribute.String("error.type", strconv.Itoa(status)))
 		}
 		return err
 	}
+}
+
+// serverKey is what a server span's name and attributes depend on.
+type serverKey struct {
+	method, scheme int
+	status         int
+	route          string
+}
+
+// serverAttrs are the name and the attributes of server spans with one
+// serverKey.
+type serverAttrs struct {
+	name  string
+	attrs []attribute.KeyValue
+}
+
+// serverSpan is the name and attributes of a server span, made once per
+// method, scheme, route template and status: a bounded set, as the route is
+// a template the app registered, never a path as sent. The SDK copies the
+// attributes into the span, so one slice serves every span.
+func (t *Tracer) serverSpan(mi, si int, route string, status int) *serverAttrs {
+	return t.servers.get(serverKey{method: mi, scheme: si, status: status, route: route}, newServerAttrs)
+}
+
+func newServerAttrs(k serverKey) *serverAttrs {
+	method := "_OTHER"
+	if k.method < len(knownMethods) {
+		method = knownMethods[k.method]
+	}
+	scheme := "http"
+	if k.scheme == 1 {
+		scheme = "https"
+	}
+	a := &serverAttrs{name: method, attrs: []attribute.KeyValue{attribute.String("http.request.method", method),
+		attribute.String("url.scheme", scheme)}}
+	if k.route != "" {
+		a.name = method + " " + k.route
+		a.attrs = append(a.attrs, attribute.String("http.route", k.route))
+	}
+	a.attrs = append(a.attrs, attribute.Int("http.response.status_code", k.status))
+	if k.status >= 500 {
+		a.attrs = append(a.attrs, attribute.String("error.type", strconv.Itoa(k.status)))
+	}
+	return a
 }
 
 // methodIndex is the method's place in knownMethods, len(knownMethods) for

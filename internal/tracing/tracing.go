@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -58,17 +57,22 @@ type Tracer struct {
 	tr   trace.Tracer
 	q    *queue
 	prop propagation.TraceContext
-	// scripts holds each script's span name and start options (a
+	// scripts holds each script's span name and attributes (a
 	// scriptSpan), made once: they are the same on every call.
-	scripts sync.Map
-	// server holds the server span's start options by method and scheme.
-	server [len(knownMethods) + 1][2][]trace.SpanStartOption
+	scripts cache[string, *scriptSpan]
+	// servers holds the server spans' names and attributes by serverKey
+	// (serverSpan).
+	servers cache[serverKey, *serverAttrs]
+	// serverStart and scriptStart are the spans' start options: the kind
+	// alone, as attributes given at the start would be copied twice (into
+	// the start's configuration, then into the span).
+	serverStart, scriptStart []trace.SpanStartOption
 }
 
-// scriptSpan is what every span of one script starts with.
+// scriptSpan is the name and attributes of every span of one script.
 type scriptSpan struct {
-	name string
-	opts []trace.SpanStartOption
+	name  string
+	attrs []attribute.KeyValue
 }
 
 // New starts a Tracer exporting to o.Endpoint. It does not contact the
@@ -123,18 +127,9 @@ func New(o Options) (*Tracer, error) {
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(o.SampleRatio))),
 		sdktrace.WithSpanProcessor(q),
 	)
-	t := &Tracer{tp: tp, tr: tp.Tracer("github.com/asyncstatus/asyncstatus"), q: q}
-	for i := range t.server {
-		m := "_OTHER"
-		if i < len(knownMethods) {
-			m = knownMethods[i]
-		}
-		for j, scheme := range [2]string{"http", "https"} {
-			t.server[i][j] = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer),
-				trace.WithAttributes(attribute.String("http.request.method", m), attribute.String("url.scheme", scheme))}
-		}
-	}
-	return t, nil
+	return &Tracer{tp: tp, tr: tp.Tracer("github.com/asyncstatus/asyncstatus"), q: q,
+		serverStart: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)},
+		scriptStart: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}}, nil
 }
 
 // Shutdown sends the spans still queued (bounded by ctx) and stops.
@@ -165,17 +160,10 @@ func (t *Tracer) StartScript(ctx context.Context, name string) (context.Context,
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx, noEnd
 	}
-	var ss *scriptSpan
-	if v, ok := t.scripts.Load(name); ok {
-		ss = v.(*scriptSpan)
-	} else {
-		ss = &scriptSpan{name: "EVALSHA " + name, opts: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient),
-			trace.WithAttributes(attribute.String("db.system.name", "redis"),
-				attribute.String("db.operation.name", "EVALSHA"),
-				attribute.String("db.stored_procedure.name", name))}}
-		t.scripts.Store(name, ss)
-	}
-	ctx, sp := t.tr.Start(ctx, ss.name, ss.opts...)
+	ss := t.scripts.get(name, newScriptSpan)
+	// The attributes after the start, in one call: see serverStart.
+	ctx, sp := t.tr.Start(ctx, ss.name, t.scriptStart...)
+	sp.SetAttributes(ss.attrs...)
 	return ctx, func(err error) {
 		if err != nil {
 			sp.SetStatus(codes.Error, "redis call failed")
@@ -183,6 +171,12 @@ func (t *Tracer) StartScript(ctx context.Context, name string) (context.Context,
 		}
 		sp.End()
 	}
+}
+
+func newScriptSpan(name string) *scriptSpan {
+	return &scriptSpan{name: "EVALSHA " + name, attrs: []attribute.KeyValue{attribute.String("db.system.name", "redis"),
+		attribute.String("db.operation.name", "EVALSHA"),
+		attribute.String("db.stored_procedure.name", name)}}
 }
 
 // errorType is a short, secret-free class of a Redis failure: never the
@@ -220,11 +214,61 @@ func (t *Tracer) kept(kept string) trace.SpanContext {
 		return trace.SpanContext{}
 	}
 	tp, ts, _ := strings.Cut(kept, " ")
+	if len(tp) == 55 && tp[:3] == "00-" {
+		// What KeepContext writes, version 00, read as the W3C propagator
+		// reads it but without its carrier map and context: every
+		// transition of a traced request reads one.
+		return parseTraceParent00(tp, ts)
+	}
 	h := headerCarrier{"traceparent": tp}
 	if ts != "" {
 		h["tracestate"] = ts
 	}
 	return trace.SpanContextFromContext(t.prop.Extract(context.Background(), h))
+}
+
+// parseTraceParent00 is propagation.TraceContext's reading of a version 00
+// traceparent tp (55 bytes, "00-" first) and of its tracestate ts: lower-case
+// hex only, no reserved flag, non-zero ids; a tracestate that does not parse
+// is left out, the traceparent still read.
+func parseTraceParent00(tp, ts string) trace.SpanContext {
+	var scc trace.SpanContextConfig
+	var flags [1]byte
+	if tp[35] != '-' || tp[52] != '-' || !lowerHex(scc.TraceID[:], tp[3:35]) || !lowerHex(scc.SpanID[:], tp[36:52]) ||
+		!lowerHex(flags[:], tp[53:55]) || flags[0] > 3 {
+		return trace.SpanContext{}
+	}
+	scc.TraceFlags = trace.TraceFlags(flags[0]) & (trace.FlagsSampled | trace.FlagsRandom)
+	if ts != "" {
+		scc.TraceState, _ = trace.ParseTraceState(ts)
+	}
+	scc.Remote = true
+	if sc := trace.NewSpanContext(scc); sc.IsValid() {
+		return sc
+	}
+	return trace.SpanContext{}
+}
+
+// lowerHex decodes src (2*len(dst) lower-case hex digits) into dst.
+func lowerHex(dst []byte, src string) bool {
+	for i := range dst {
+		hi, lo := hexDigit(src[2*i]), hexDigit(src[2*i+1])
+		if hi > 15 || lo > 15 {
+			return false
+		}
+		dst[i] = hi<<4 | lo
+	}
+	return true
+}
+
+func hexDigit(c byte) byte {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0'
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10
+	}
+	return 255
 }
 
 // LinkKept links ctx's span to the create's kept trace context (store.Tracer):

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/asyncstatus/asyncstatus/internal/testenv"
@@ -56,6 +57,39 @@ func TestKeptContext(t *testing.T) {
 	for _, bad := range []string{"garbage", "00-00000000000000000000000000000000-00f067aa0ba902b7-01", strings.Repeat("0", MaxKeptBytes+1)} {
 		if tr.kept(bad).IsValid() {
 			t.Errorf("read %q as valid", bad)
+		}
+	}
+}
+
+// TestKeptReadAsThePropagatorReads: the kept context's fast reading of a
+// version 00 traceparent agrees with the W3C propagator's on every input,
+// well formed or not.
+func TestKeptReadAsThePropagatorReads(t *testing.T) {
+	tr := newTestTracer(t, "http://127.0.0.1:1", 1)
+	const tid, sid = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	var cases []string
+	for _, flags := range []string{"00", "01", "02", "03", "04", "09", "ff", "0A", "0g"} {
+		cases = append(cases, "00-"+tid+"-"+sid+"-"+flags)
+	}
+	cases = append(cases,
+		"00-"+strings.ToUpper(tid)+"-"+sid+"-01", "00-"+tid+"-"+strings.ToUpper(sid)+"-01",
+		"00-00000000000000000000000000000000-"+sid+"-01", "00-"+tid+"-0000000000000000-01",
+		"00-"+tid+"_"+sid+"-01", "00-"+tid+"-"+sid+"_01", "00-"+tid[:31]+"x-"+sid+"-01",
+		"01-"+tid+"-"+sid+"-01", "01-"+tid+"-"+sid+"-01-extra", "ff-"+tid+"-"+sid+"-01")
+	for _, tp := range cases {
+		for _, ts := range []string{"", "vendor=abc", "a=1,b=2", "not a tracestate", "=x"} {
+			kept := tp
+			if ts != "" {
+				kept += " " + ts
+			}
+			h := propagation.MapCarrier{"traceparent": tp}
+			if ts != "" {
+				h["tracestate"] = ts
+			}
+			want := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), h))
+			if got := tr.kept(kept); !got.Equal(want) {
+				t.Errorf("%q read as %v, the propagator reads %v", kept, got, want)
+			}
 		}
 	}
 }

@@ -31,6 +31,9 @@ func main() {
 	profile := flag.Bool("profile", def.Profile, "perf profile of asyncstatus and redis-server under the poll load (needs perf)")
 	procs := flag.Int("procs", def.Procs, "asyncstatus's runtime.max_procs (GOMAXPROCS; 0: Go's default, every CPU)")
 	aof := flag.Bool("aof", def.AOF, "also run poll, create and complete with Redis appendonly yes, appendfsync everysec")
+	tracing := flag.Bool("tracing", def.Tracing, "also run poll and complete against an asyncstatus with tracing on (sample_ratio 1, a discarding collector in this process), vs tracing off")
+	compare := flag.String("compare", "", "git revision to build as a second asyncstatus: poll and complete against it vs this build (tracing off), on a Redis database of its own")
+	compareWith := flag.String("compare-with", "", "with -compare: git revision to build as the first server of those scenarios instead of the working tree (e.g. the tracing commit, against its parent)")
 	blProcs := flag.Int("baseline-procs", def.BaselineProcs, "the baseline's GOMAXPROCS (0: Go's default, every CPU)")
 	ref := flag.String("ref", "", "reference request JSON (default: bench/load/reference-request.json, embedded)")
 	quiet := flag.Duration("quiet-wait", 0, "before each round, wait up to this long for other processes to leave the machine idle (shared machines)")
@@ -65,6 +68,8 @@ func main() {
 			cfg.Procs = *procs
 		case "aof":
 			cfg.AOF = *aof
+		case "tracing":
+			cfg.Tracing = *tracing
 		case "baseline-procs":
 			cfg.BaselineProcs = *blProcs
 		}
@@ -74,6 +79,8 @@ func main() {
 		cfg.Only = strings.Split(*only, ",")
 	}
 	cfg.QuietWait = *quiet
+	cfg.Compare = *compare
+	cfg.CompareWith = *compareWith
 	cfg.MemWarm = max(cfg.MemN/10, 50)
 	cfg.OutDir = *out
 	cfg.Log = os.Stderr
