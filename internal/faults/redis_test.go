@@ -67,17 +67,7 @@ func TestRedisHung(t *testing.T) {
 	if len(only(during, isWrite)) == 0 || len(only(during, isRead)) == 0 {
 		t.Errorf("too little load while Redis was hung: %d answers", len(during))
 	}
-	back, ok := firstOK(only(all, func(a answer) bool { return isWrite(a) || isRead(a) }), resumed)
-	if !ok {
-		t.Fatal("no 2xx after SIGCONT")
-	}
-	ready, ok := firstOK(only(all, func(a answer) bool { return a.op == "readyz" }), resumed)
-	if !ok {
-		t.Fatal("/readyz never 200 again after SIGCONT")
-	}
-	if back.Sub(resumed) > 5*time.Second || ready.Sub(resumed) > 5*time.Second {
-		t.Errorf("recovery after SIGCONT took %s (API), %s (/readyz); want < 5s", back.Sub(resumed), ready.Sub(resumed))
-	}
+	back, ready := wantRecovered(t, all, resumed, "SIGCONT")
 	from, to, n := outage(only(all, func(a answer) bool { return a.op != "readyz" }), paused, back)
 	checked, lost := l.ledger.verify(t, l.c, verifyKeys)
 	acks, _ := l.ledger.writes()
@@ -144,17 +134,7 @@ func TestRedisKilled(t *testing.T) {
 	if len(only(during, isWrite)) == 0 || len(only(during, isRead)) == 0 {
 		t.Errorf("too little load while Redis was down: %d answers", len(during))
 	}
-	back, ok := firstOK(only(all, func(a answer) bool { return isWrite(a) || isRead(a) }), restarted)
-	if !ok {
-		t.Fatal("no 2xx after the restart")
-	}
-	ready, ok := firstOK(only(all, func(a answer) bool { return a.op == "readyz" }), restarted)
-	if !ok {
-		t.Fatal("/readyz never 200 again after the restart")
-	}
-	if back.Sub(restarted) > 5*time.Second || ready.Sub(restarted) > 5*time.Second {
-		t.Errorf("recovery after the restart took %s (API), %s (/readyz); want < 5s", back.Sub(restarted), ready.Sub(restarted))
-	}
+	back, ready := wantRecovered(t, all, restarted, "the restart")
 	checked, lost := l.ledger.verify(t, l.c, verifyKeys)
 	acks, _ := l.ledger.writes()
 	t.Logf("SIGKILL, restart after %s from AOF (appendfsync always): %d answers %v; API back %s after the restart, /readyz %s; "+
@@ -182,4 +162,24 @@ func quietBackground(t *testing.T, svc *service) {
 	if err := svc.terminate(); err != nil {
 		t.Errorf("exit after SIGTERM: %v, want status 0", err)
 	}
+}
+
+// wantRecovered fails t unless the API (a read or a write) and /readyz each
+// answered 2xx again within 5 s of since, when Redis came back after what; it
+// returns when each first did.
+func wantRecovered(t *testing.T, all []answer, since time.Time, what string) (back, ready time.Time) {
+	t.Helper()
+	var ok bool
+	back, ok = firstOK(only(all, func(a answer) bool { return isWrite(a) || isRead(a) }), since)
+	if !ok {
+		t.Fatalf("no 2xx after %s", what)
+	}
+	ready, ok = firstOK(only(all, func(a answer) bool { return a.op == "readyz" }), since)
+	if !ok {
+		t.Fatalf("/readyz never 200 again after %s", what)
+	}
+	if back.Sub(since) > 5*time.Second || ready.Sub(since) > 5*time.Second {
+		t.Errorf("recovery after %s took %s (API), %s (/readyz); want < 5s", what, back.Sub(since), ready.Sub(since))
+	}
+	return back, ready
 }

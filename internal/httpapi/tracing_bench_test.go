@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -89,28 +88,11 @@ func benchTracing(b *testing.B, method, uri string, body func(ref referenceReque
 // benchTracedServer is benchAsyncstatus with tracing on when tr is set.
 func benchTracedServer(b *testing.B, reqs httpapi.Requests, tr *tracing.Tracer) (*httpapi.Server, string) {
 	b.Helper()
-	keys := memKeys{m: map[string]domain.APIKey{}}
-	plain, k, err := auth.NewKey("acme", domain.ScopeRead|domain.ScopeWrite, "bench", time.Now())
-	if err != nil {
-		b.Fatal(err)
-	}
-	_ = keys.SaveKey(context.Background(), k)
-	m, err := metrics.New(prometheus.NewRegistry())
-	if err != nil {
-		b.Fatal(err)
-	}
-	file, err := os.Create(filepath.Join(b.TempDir(), "access.log"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { file.Close() })
-	w := accessLogWriter(b, file)
-	o := httpapi.Options{Metrics: m, AccessLog: newAccessLog(w)}
-	if tr != nil {
-		o.Tracing = tr.Middleware()
-	}
-	a := auth.New(keys, []byte("0123456789abcdef0123456789abcdef"), time.Minute, time.Now)
-	return httpapi.New(reqs, a, nil, o, slog.New(slog.NewJSONHandler(w, nil))), plain
+	return benchAsyncstatus(b, reqs, func(o *httpapi.Options) {
+		if tr != nil {
+			o.Tracing = tr.Middleware()
+		}
+	})
 }
 
 // BenchmarkServerTracingPoll: GET /v1/requests/{id}, tracing off and on.

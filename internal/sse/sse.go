@@ -6,31 +6,15 @@
 // — another event, an id, a retry of a day. It imports nothing of this module.
 package sse
 
-import "bytes"
-
 // AppendData appends data to dst as one event's data field: a "data: " line
 // for each line of data, split at CR, LF and CRLF, which the reader joins back
 // with LF. Nothing in data can end the event or start another field.
-func AppendData(dst, data []byte) []byte {
-	for {
-		i := bytes.IndexAny(data, "\r\n")
-		if i < 0 {
-			dst = append(dst, "data: "...)
-			dst = append(dst, data...)
-			return append(dst, '\n')
-		}
-		dst = append(dst, "data: "...)
-		dst = append(dst, data[:i]...)
-		dst = append(dst, '\n')
-		if data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n' {
-			i++
-		}
-		data = data[i+1:]
-	}
-}
+func AppendData(dst, data []byte) []byte { return appendData(dst, data) }
 
 // AppendDataString is AppendData for a string.
-func AppendDataString(dst []byte, data string) []byte {
+func AppendDataString(dst []byte, data string) []byte { return appendData(dst, data) }
+
+func appendData[T ~string | ~[]byte](dst []byte, data T) []byte {
 	for {
 		i := indexLineEnd(data)
 		if i < 0 {
@@ -48,7 +32,7 @@ func AppendDataString(dst []byte, data string) []byte {
 	}
 }
 
-func indexLineEnd(s string) int {
+func indexLineEnd[T ~string | ~[]byte](s T) int {
 	for i := 0; i < len(s); i++ {
 		if s[i] == '\r' || s[i] == '\n' {
 			return i
