@@ -355,7 +355,7 @@ func benchPolls(b *testing.B, srv *httpapi.Server, key, id string, clk *clock) {
 	ctx.Init(&req, nil, nil)
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu := processCPU()
+	cpu := testenv.ProcessCPU()
 	for range b.N {
 		if clk != nil {
 			clk.Add(31 * time.Second) // past the last step of the schedule: never early
@@ -369,7 +369,7 @@ func benchPolls(b *testing.B, srv *httpapi.Server, key, id string, clk *clock) {
 	}
 	// CPU of the whole process (GC and the Redis client's goroutines included,
 	// redis-server excluded) per poll.
-	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(testenv.ProcessCPU()-cpu)/float64(b.N), "cpu-ns/op")
 }
 
 func benchStore(b *testing.B, rdb redis.UniversalClient, ob observation) {

@@ -243,7 +243,7 @@ func runServer(b *testing.B, h fasthttp.RequestHandler, method, uri, key string,
 	ctx.Init(&req, nil, nil)
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu := processCPU()
+	cpu := testenv.ProcessCPU()
 	for range b.N {
 		// what a fasthttp server does between two requests on a connection: the
 		// user values hold Fiber's Locals (request id, principal)
@@ -254,7 +254,7 @@ func runServer(b *testing.B, h fasthttp.RequestHandler, method, uri, key string,
 			b.Fatalf("%s %s answered %d: %s", method, uri, code, ctx.Response.Body())
 		}
 	}
-	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(testenv.ProcessCPU()-cpu)/float64(b.N), "cpu-ns/op")
 }
 
 func benchPair(b *testing.B, method, uri string, body func(ref referenceRequest, create, complete []byte) []byte, want, ydWant int) {

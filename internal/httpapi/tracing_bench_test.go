@@ -188,7 +188,7 @@ func benchTracingRedis(b *testing.B, method string, complete bool) {
 				req.SetBody(completeBody)
 			}
 			b.ResetTimer()
-			cpu := processCPU()
+			cpu := testenv.ProcessCPU()
 			for i := range b.N {
 				uri := "/v1/requests/" + ids[i]
 				if complete {
@@ -206,7 +206,7 @@ func benchTracingRedis(b *testing.B, method string, complete bool) {
 				}
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "answers/s")
-			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(testenv.ProcessCPU()-cpu)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }

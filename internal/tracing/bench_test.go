@@ -11,6 +11,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
+
+	"github.com/asyncstatus/asyncstatus/internal/testenv"
 )
 
 // benchTracer is a Tracer at sample_ratio 1 exporting to a collector that
@@ -37,7 +39,7 @@ func benchTracer(b *testing.B) *Tracer {
 func measure(b *testing.B, tr *Tracer, one func()) {
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu := processCPU()
+	cpu := testenv.ProcessCPU()
 	for i := range b.N {
 		one()
 		if i%1024 == 1023 {
@@ -52,7 +54,7 @@ func measure(b *testing.B, tr *Tracer, one func()) {
 	if err := tr.ForceFlush(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(testenv.ProcessCPU()-cpu)/float64(b.N), "cpu-ns/op")
 	if s := tr.Stats(); s.Dropped > 0 {
 		b.Errorf("%d spans dropped of %d", s.Dropped, s.Dropped+s.Exported)
 	}

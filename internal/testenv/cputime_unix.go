@@ -1,16 +1,16 @@
 //go:build unix
 
-package tracing
+package testenv
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU is the CPU time (user + system) this process has used so far. It
+// ProcessCPU is the CPU time (user + system) this process has used so far. It
 // lets the benchmarks report CPU per request, which other load on the machine
 // disturbs far less than wall time.
-func processCPU() time.Duration {
+func ProcessCPU() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
