@@ -8,8 +8,8 @@
 // tenants or raw paths: every label takes its values from a small fixed set (a
 // registered route pattern, an HTTP method, a status class, a script name).
 //
-// The package imports only client_golang: the HTTP layer, the store and the
-// sweeper report through its methods and through small types of its own
+// The package imports client_golang and, of this module, only the leaves
+// buildinfo and domain: the HTTP layer, the store and the sweeper report through its methods and through small types of its own
 // ([SweepStats]), never the other way round. Every method of a nil *Metrics does
 // nothing, so callers need not check.
 package metrics

@@ -60,8 +60,9 @@ func classIndex(status int) int {
 	return 0
 }
 
-// SweepStats is what the sweeper reports, read at every scrape. It mirrors the
-// sweeper's own counters so that this package need not import the store.
+// SweepStats is what the sweeper reports, read at every scrape. It mirrors
+// sweep.Stats so that this package need not import the sweeper (internal/app
+// converts one into the other).
 type SweepStats struct {
 	// Runs counts ticks; Errors the ticks that failed.
 	Runs, Errors int64
