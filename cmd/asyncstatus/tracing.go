@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -35,8 +36,12 @@ func startTracing(cfg config.Config, build buildinfo.Info, log *slog.Logger, m *
 	if t.OTLPEndpoint == "" {
 		return tracers{}, func() {}, nil
 	}
+	headers, err := tracing.HeadersFromEnv(os.Getenv)
+	if err != nil {
+		return tracers{}, nil, err
+	}
 	tr, err := tracing.New(tracing.Options{Endpoint: t.OTLPEndpoint, SampleRatio: t.SampleRatio,
-		ServiceName: t.ServiceName, ServiceVersion: build.Version, Log: log})
+		ServiceName: t.ServiceName, ServiceVersion: build.Version, Log: log, Headers: headers})
 	if err != nil {
 		return tracers{}, nil, err
 	}

@@ -2,6 +2,7 @@ package tracing
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
@@ -119,9 +120,14 @@ func (q *queue) send(spans []sdktrace.ReadOnlySpan) {
 		ctx, cancel := context.WithTimeout(context.Background(), q.timeout)
 		err := q.exp.ExportSpans(ctx, b)
 		cancel()
-		if err != nil {
+		var rejected *rejectedError
+		switch {
+		case errors.As(err, &rejected):
+			q.exported.Add(int64(len(b)) - rejected.n)
+			q.drop(int(rejected.n), "the collector rejected spans", err)
+		case err != nil:
 			q.drop(len(b), "the collector did not take a batch", err)
-		} else {
+		default:
 			q.exported.Add(int64(len(b)))
 		}
 	}

@@ -12,7 +12,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -44,6 +43,9 @@ type Options struct {
 	// ExportTimeout bounds one export; a batch not taken by then is dropped.
 	// default: 5s.
 	ExportTimeout time.Duration
+	// Headers are sent with every export (a collector's API key, say:
+	// HeadersFromEnv). default: none.
+	Headers map[string]string
 }
 
 // MaxKeptBytes bounds a kept trace context (KeepContext): a traceparent (55
@@ -107,16 +109,9 @@ func New(o Options) (*Tracer, error) {
 	if o.ExportTimeout <= 0 {
 		o.ExportTimeout = 5 * time.Second
 	}
-	exp, err := otlptracehttp.New(context.Background(),
-		otlptracehttp.WithEndpointURL(u.String()),
-		otlptracehttp.WithTimeout(o.ExportTimeout),
-		// A failed batch is dropped and counted rather than retried: retries
-		// would hold the queue while the collector is away (queue.go).
-		otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false}),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("tracing: exporter: %w", err)
-	}
+	// Failed batches are dropped and counted rather than retried: retries
+	// would hold the queue while the collector is away (queue.go).
+	exp := newExporter(u.String(), o.Headers)
 	attrs := []attribute.KeyValue{attribute.String("service.name", o.ServiceName)}
 	if o.ServiceVersion != "" {
 		attrs = append(attrs, attribute.String("service.version", o.ServiceVersion))
@@ -357,4 +352,37 @@ func (h headerCarrier) Keys() []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// HeadersFromEnv reads the headers to send with every export from the
+// OpenTelemetry SDK's variables, through getenv:
+// OTEL_EXPORTER_OTLP_TRACES_HEADERS, else OTEL_EXPORTER_OTLP_HEADERS. Their
+// form is "key=value,key2=value2" with percent-encoded values (the OTLP
+// exporter specification). A collector's API key goes there rather than in
+// the configuration file. An entry that does not parse is an error that
+// names its place, never its value: values are often secrets.
+func HeadersFromEnv(getenv func(string) string) (map[string]string, error) {
+	name := "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
+	raw := getenv(name)
+	if raw == "" {
+		name = "OTEL_EXPORTER_OTLP_HEADERS"
+		raw = getenv(name)
+	}
+	if strings.TrimSpace(raw) == "" {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for i, entry := range strings.Split(raw, ",") {
+		k, v, ok := strings.Cut(entry, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" || strings.ContainsFunc(k, func(r rune) bool { return r <= ' ' || r >= 0x7f || strings.ContainsRune("()<>@,;:\\\"/[]?={}", r) }) {
+			return nil, fmt.Errorf("tracing: %s: entry %d is not key=value", name, i+1)
+		}
+		val, err := url.PathUnescape(strings.TrimSpace(v))
+		if err != nil || strings.ContainsAny(val, "\r\n\x00") {
+			return nil, fmt.Errorf("tracing: %s: the value of entry %d (%s) is not percent-encoded text", name, i+1, k)
+		}
+		out[http.CanonicalHeaderKey(k)] = val
+	}
+	return out, nil
 }
