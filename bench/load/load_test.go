@@ -193,3 +193,21 @@ func TestSelfRatio(t *testing.T) {
 		}
 	}
 }
+
+// TestSettingsEnv: -set key.path=value becomes the variable serve reads,
+// and a setting that is not one is refused.
+func TestSettingsEnv(t *testing.T) {
+	got, err := settingsEnv([]string{"audit.sink=none", "runtime.max_procs=1", "x=a=b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"ASYNCSTATUS_AUDIT_SINK=none", "ASYNCSTATUS_RUNTIME_MAX_PROCS=1", "ASYNCSTATUS_X=a=b"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("settingsEnv = %q, want %q", got, want)
+	}
+	for _, bad := range []string{"audit.sink", "=none", "AUDIT.SINK=none", "audit sink=none"} {
+		if _, err := settingsEnv([]string{bad}); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}

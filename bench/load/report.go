@@ -189,6 +189,9 @@ func (rep *Report) Markdown() string {
 		"alternating asyncstatus and baseline, each %s after %s of warm-up; %d preloaded requests polled; "+
 		"run took %s.  \n", c.Concurrency, c.Rounds, c.Duration, c.Warmup, c.Preload, rep.Finished.Sub(rep.Started).Round(time.Second))
 	fmt.Fprintf(&b, "GOMAXPROCS (asyncstatus's through runtime.max_procs): asyncstatus %s, baseline %s.\n\n", procsName(c.Procs), procsName(c.BaselineProcs))
+	if len(c.Settings) > 0 {
+		fmt.Fprintf(&b, "**Not the shipped settings:** every asyncstatus ran with `%s`.\n\n", strings.Join(c.Settings, "`, `"))
+	}
 
 	for _, p := range rep.Problems {
 		fmt.Fprintf(&b, "**Problem:** %s\n\n", p)

@@ -116,6 +116,11 @@ type Config struct {
 	// Redis persisting as production does (CONFIG SET appendonly yes,
 	// appendfsync everysec), named with an " [appendonly everysec]" suffix.
 	AOF bool
+	// Settings are asyncstatus settings other than the shipped ones, as
+	// key.path=value ("audit.sink=none"), given to every asyncstatus of the
+	// run as ASYNCSTATUS_* variables (settingsEnv); the report says the run
+	// is not of the shipped settings.
+	Settings []string
 	// BuildFlags are passed to go build for both servers (e.g. -race in tests).
 	BuildFlags []string
 	// Reference overrides the embedded reference request (nil: embedded copy).
@@ -427,7 +432,11 @@ func (h *harness) startAsyncstatus(ctx context.Context, name, bin, logName strin
 		// steps (5 s, 10 s, 30 s) allow. Every poll is still paced: the pacing
 		// state is read and written as with any schedule.
 		"ASYNCSTATUS_POLLING_SCHEDULE=1s")
-	for _, kv := range extra {
+	set, err := settingsEnv(h.cfg.Settings)
+	if err != nil {
+		return nil, err
+	}
+	for _, kv := range append(set, extra...) {
 		k, _, _ := strings.Cut(kv, "=")
 		env = slices.DeleteFunc(env, func(e string) bool { return strings.HasPrefix(e, k+"=") })
 		env = append(env, kv)
@@ -685,4 +694,20 @@ func (h *harness) checkLogs() {
 			h.report.Problems = append(h.report.Problems, fmt.Sprintf("%s: its log says %q: %s", s.name, needle, line))
 		}
 	}
+}
+
+// settingsEnv turns key.path=value settings into the ASYNCSTATUS_KEY_PATH=value
+// variables serve reads (docs/reference.md, configuration).
+func settingsEnv(settings []string) ([]string, error) {
+	out := make([]string, 0, len(settings))
+	for _, kv := range settings {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsFunc(k, func(r rune) bool {
+			return (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '.' && r != '_'
+		}) {
+			return nil, fmt.Errorf("bench: setting %q is not key.path=value (lower-case key)", kv)
+		}
+		out = append(out, "ASYNCSTATUS_"+strings.ToUpper(strings.ReplaceAll(k, ".", "_"))+"="+v)
+	}
+	return out, nil
 }

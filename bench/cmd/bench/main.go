@@ -39,6 +39,11 @@ func main() {
 	quiet := flag.Duration("quiet-wait", 0, "before each round, wait up to this long for other processes to leave the machine idle (shared machines)")
 	only := flag.String("only", "", "comma-separated scenario name prefixes to run (e.g. poll,create); default all")
 	out := flag.String("out", "bench/out", "directory for latest.md and perf.data (\"\" = none)")
+	var settings []string
+	flag.Func("set", "an asyncstatus setting other than the shipped one, key.path=value (repeatable; e.g. audit.sink=none): the report says so", func(v string) error {
+		settings = append(settings, v)
+		return nil
+	})
 	flag.Parse()
 
 	cfg := def
@@ -75,6 +80,7 @@ func main() {
 		}
 	})
 	cfg.PollCallers = *callers
+	cfg.Settings = settings
 	if *only != "" {
 		cfg.Only = strings.Split(*only, ",")
 	}
