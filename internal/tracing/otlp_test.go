@@ -233,13 +233,7 @@ func TestExporterCountsWhatTheCollectorRejects(t *testing.T) {
 	srv := httptest.NewServer(col)
 	defer srv.Close()
 	tr := newTestTracer(t, srv.URL, 1)
-	for range 10 {
-		_, sp := tr.tr.Start(context.Background(), "call")
-		sp.End()
-	}
-	if err := tr.ForceFlush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	endAndFlush(t, tr, 10)
 	if s := tr.Stats(); s.Exported != 7 || s.Dropped != 3 {
 		t.Errorf("stats %+v, want 7 exported and 3 dropped", s)
 	}

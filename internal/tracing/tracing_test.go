@@ -172,13 +172,7 @@ func TestQueueExports(t *testing.T) {
 	}))
 	defer col.Close()
 	tr := newTestTracer(t, col.URL, 1)
-	for range 10 {
-		_, sp := tr.tr.Start(context.Background(), "call")
-		sp.End()
-	}
-	if err := tr.ForceFlush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	endAndFlush(t, tr, 10)
 	if s := tr.Stats(); s.Exported != 10 || s.Dropped != 0 {
 		t.Errorf("stats %+v, want 10 exported", s)
 	}
@@ -201,4 +195,16 @@ func newTestTracer(t *testing.T, endpoint string, ratio float64) *Tracer {
 		_ = tr.Shutdown(ctx)
 	})
 	return tr
+}
+
+// endAndFlush ends n root spans and sends them.
+func endAndFlush(t *testing.T, tr *Tracer, n int) {
+	t.Helper()
+	for range n {
+		_, sp := tr.tr.Start(context.Background(), "call")
+		sp.End()
+	}
+	if err := tr.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 }
