@@ -241,7 +241,10 @@ export function apiSuite(store) {
       const waiter = new Client({ baseUrl: proxy.url, pollToken: created.poll_token });
       const seen = [];
       const done = waiter.wait(created.id, { retryAfter: created.retryAfter, onChange: (r) => seen.push(r) });
-      await eventually("the first poll", async () => proxy.gets().length >= 1);
+      // The first poll's answer, not its arrival: a change made while the
+      // service reads the request would be the first state the waiter sees.
+      await eventually("the first poll's answer", async () => seen.length >= 1);
+      assert.deepEqual(statuses(seen), ["queued"]);
       await api.markProcessing(created.id, { percent: 50 });
       await eventually("a poll that saw processing", async () => seen.length >= 2);
       await eventually("a poll answered 304", async () => proxy.gets().some((e) => e.status === 304));
