@@ -172,6 +172,8 @@ func TestBrowserTenantAdmin(t *testing.T) {
 			}
 			step(t, bctx, "cancel another and sign out",
 				chromedp.Navigate(s.url+"/t/demo/requests/"+other),
+				// the stream's first fragment replaces the button: click the new one
+				chromedp.WaitVisible(chromedp.CSS(`#live[data-streamed="true"] .live`)),
 				chromedp.Click(byName("Cancel request")),
 				chromedp.WaitVisible(byName("Confirm")),
 				shot(dir, "confirm-cancel"),

@@ -25,6 +25,9 @@
       tpl.innerHTML = ev.data;
       localTimes(tpl.content);
       target.replaceChildren(tpl.content);
+      // Marks that the live part now comes from the stream: until the first
+      // fragment lands, a click may hit a button that is about to be replaced.
+      target.setAttribute("data-streamed", "true");
       var part = target.querySelector("[data-terminal]");
       if (part && part.getAttribute("data-terminal") === "true") { es.close(); }
     });
