@@ -135,15 +135,17 @@ type createArgs struct {
 
 // call is create.lua's KEYS and ARGV, in its header's order.
 func (a createArgs) call(k keys) scriptCall {
-	keys := make([]string, 6, 9)
-	keys[0], keys[1], keys[2] = k.record(a.tag, a.id), k.meta(a.tag), k.index(a.tag, domain.StatusQueued, a.typ)
-	keys[3], keys[4], keys[5] = k.webhookFilter(a.tag), k.outbox(a.tag), k.audit(a.tag)
-	keys = a.rate.appendTo(keys)
+	c := newCmdCall(9, 10)
+	c.cmd = append(c.cmd, k.record(a.tag, a.id), k.meta(a.tag), k.index(a.tag, domain.StatusQueued, a.typ),
+		k.webhookFilter(a.tag), k.outbox(a.tag), k.audit(a.tag))
+	a.rate.addTo(&c)
 	if a.idem != "" {
-		keys = append(keys, a.idem)
+		c.addKey(a.idem)
 	}
-	return scriptCall{keys, []any{a.id, a.now, a.rec, a.fp, a.stale, a.typ, a.by, k.indexHeads(a.tag),
-		k.labelIndexPrefix(a.tag), string(a.labels)}}
+	c.endKeys()
+	c.cmd = append(c.cmd, a.id, a.now, a.rec, a.fp, a.stale, a.typ, a.by, k.indexHeads(a.tag),
+		k.labelIndexPrefix(a.tag), string(a.labels))
+	return c
 }
 
 // uuidTime is the millisecond timestamp of a UUIDv7.
@@ -217,7 +219,7 @@ type pollArgs struct {
 func (a pollArgs) call(k keys) scriptCall {
 	keys := make([]string, 3, 5)
 	keys[0], keys[1], keys[2] = k.record(a.tag, a.id), k.meta(a.tag), k.pacing(a.tag, a.id)
-	return scriptCall{a.rate.appendTo(keys), []any{a.now, a.caller}}
+	return scriptCall{keys: a.rate.appendTo(keys), args: []any{a.now, a.caller}}
 }
 
 // pollReply is poll.lua's answer after its code digit and rate part.
@@ -469,16 +471,18 @@ type transitionCall struct {
 
 // call is transition.lua's KEYS and ARGV, in its header's order.
 func (c transitionCall) call(k keys) scriptCall {
-	keys := make([]string, 9, 12)
-	keys[0], keys[1], keys[2] = k.record(c.tag, c.id), k.deadlines(c.tag), k.retentionBuckets(c.tag)
-	keys[3], keys[4], keys[5] = k.pacing(c.tag, c.id), k.meta(c.tag), k.webhookFilter(c.tag)
-	keys[6], keys[7], keys[8] = k.outbox(c.tag), k.audit(c.tag), k.changes(c.tag)
-	keys = c.rate.appendTo(keys)
+	sc := newCmdCall(12, 12)
+	sc.cmd = append(sc.cmd, k.record(c.tag, c.id), k.deadlines(c.tag), k.retentionBuckets(c.tag),
+		k.pacing(c.tag, c.id), k.meta(c.tag), k.webhookFilter(c.tag),
+		k.outbox(c.tag), k.audit(c.tag), k.changes(c.tag))
+	c.rate.addTo(&sc)
 	if c.idem != "" {
-		keys = append(keys, c.idem)
+		sc.addKey(c.idem)
 	}
-	return scriptCall{keys, []any{statusCode[c.to], c.now, c.by, c.payload, c.resultType, statusCode[c.guard],
-		c.fp, c.id, c.createdAt, k.retentionBucketPrefix(c.tag), k.indexPrefix(c.tag), k.indexHeads(c.tag)}}
+	sc.endKeys()
+	sc.cmd = append(sc.cmd, statusCode[c.to], c.now, c.by, c.payload, c.resultType, statusCode[c.guard],
+		c.fp, c.id, c.createdAt, k.retentionBucketPrefix(c.tag), k.indexPrefix(c.tag), k.indexHeads(c.tag))
+	return sc
 }
 
 // Delete removes a request and everything that belongs to it; its audit
@@ -540,5 +544,5 @@ func (a deleteArgs) call(k keys) scriptCall {
 	keys := make([]string, 6, 8)
 	keys[0], keys[1], keys[2] = k.record(a.tag, a.id), k.deadlines(a.tag), k.pacing(a.tag, a.id)
 	keys[3], keys[4], keys[5] = k.audit(a.tag), k.meta(a.tag), k.changes(a.tag)
-	return scriptCall{a.rate.appendTo(keys), []any{a.id, a.now, k.indexPrefix(a.tag), a.by, k.indexHeads(a.tag)}}
+	return scriptCall{keys: a.rate.appendTo(keys), args: []any{a.id, a.now, k.indexPrefix(a.tag), a.by, k.indexHeads(a.tag)}}
 }
