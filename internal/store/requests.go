@@ -27,10 +27,6 @@ func idemDigest(op, id string, key domain.IdempotencyKey) []byte {
 	return h[:16]
 }
 
-func (s *Store) idemKey(tag, op, id string, key domain.IdempotencyKey) string {
-	return s.k.idempotency(tag, hex.EncodeToString(idemDigest(op, id, key)))
-}
-
 // fingerprint digests what a call asks for, to tell a replay from a reuse of the key.
 func fingerprint(parts ...string) string {
 	h := sha256.New()
@@ -56,6 +52,7 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 	}
 	shard := s.newShard(ctx, p.Tenant, digest)
 	tag := s.tag(p.Tenant, shard)
+	tk := s.tagKeys(tag)
 	kept := ""
 	if t := s.opts.Tracer; t != nil {
 		if kept = t.KeepContext(ctx); len(kept) > MaxTraceBytes || strings.IndexByte(kept, recordSep) >= 0 {
@@ -77,9 +74,9 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 			a.rate = s.counters(tag, ratelimit.ScopeWrite, p.Credential)
 		}
 		if p.IdemKey != "" {
-			a.idem = s.k.idempotency(tag, hex.EncodeToString(digest))
+			a.idem = tk.idempotency(hex.EncodeToString(digest))
 		}
-		r, err := s.run(ctx, s.sc.create, a.call(s.k))
+		r, err := s.run(ctx, s.sc.create, a.call(tk))
 		if err != nil {
 			return nil, false, backend("create request", err)
 		}
@@ -134,17 +131,18 @@ type createArgs struct {
 }
 
 // call is create.lua's KEYS and ARGV, in its header's order.
-func (a createArgs) call(k keys) scriptCall {
+// The keys are a.tag's, from t.
+func (a createArgs) call(t *tagKeys) scriptCall {
 	c := newCmdCall(9, 10)
-	c.cmd = append(c.cmd, k.record(a.tag, a.id), k.meta(a.tag), k.index(a.tag, domain.StatusQueued, a.typ),
-		k.webhookFilter(a.tag), k.outbox(a.tag), k.audit(a.tag))
+	c.cmd = append(c.cmd, t.record(a.id), t.meta, t.index(domain.StatusQueued, a.typ),
+		t.webhookFilter, t.outbox, t.audit)
 	a.rate.addTo(&c)
 	if a.idem != "" {
 		c.addKey(a.idem)
 	}
 	c.endKeys()
-	c.cmd = append(c.cmd, a.id, a.now, a.rec, a.fp, a.stale, a.typ, a.by, k.indexHeads(a.tag),
-		k.labelIndexPrefix(a.tag), string(a.labels))
+	c.cmd = append(c.cmd, a.id, a.now, a.rec, a.fp, a.stale, a.typ, a.by, t.indexHeads,
+		t.labelIndexPrefix, string(a.labels))
 	return c
 }
 
@@ -434,11 +432,12 @@ func (s *Store) transitionAt(ctx context.Context, tag string, count bool, p doma
 	if a.guard == "" && count { // the sweeper's timeouts are nobody's calls
 		c.rate = s.counters(tag, ratelimit.ScopeWrite, p.Credential)
 	}
+	tk := s.tagKeys(tag)
 	if p.IdemKey != "" {
-		c.idem = s.idemKey(tag, a.op, p.ID, p.IdemKey)
+		c.idem = tk.idempotency(hex.EncodeToString(idemDigest(a.op, p.ID, p.IdemKey)))
 		c.fp = fingerprint(a.op, a.payload, a.resultType)
 	}
-	r, err := s.run(ctx, s.sc.transition, c.call(s.k))
+	r, err := s.run(ctx, s.sc.transition, c.call(tk))
 	if err != nil {
 		return nil, backend(a.op+" request "+p.ID, err)
 	}
@@ -470,18 +469,18 @@ type transitionCall struct {
 }
 
 // call is transition.lua's KEYS and ARGV, in its header's order.
-func (c transitionCall) call(k keys) scriptCall {
+// The keys are c.tag's, from t.
+func (c transitionCall) call(t *tagKeys) scriptCall {
 	sc := newCmdCall(12, 12)
-	sc.cmd = append(sc.cmd, k.record(c.tag, c.id), k.deadlines(c.tag), k.retentionBuckets(c.tag),
-		k.pacing(c.tag, c.id), k.meta(c.tag), k.webhookFilter(c.tag),
-		k.outbox(c.tag), k.audit(c.tag), k.changes(c.tag))
+	sc.cmd = append(sc.cmd, t.record(c.id), t.deadlines, t.retentionBuckets,
+		t.pacing(c.id), t.meta, t.webhookFilter, t.outbox, t.audit, t.changes)
 	c.rate.addTo(&sc)
 	if c.idem != "" {
 		sc.addKey(c.idem)
 	}
 	sc.endKeys()
 	sc.cmd = append(sc.cmd, statusCode[c.to], c.now, c.by, c.payload, c.resultType, statusCode[c.guard],
-		c.fp, c.id, c.createdAt, k.retentionBucketPrefix(c.tag), k.indexPrefix(c.tag), k.indexHeads(c.tag))
+		c.fp, c.id, c.createdAt, t.retentionBucketPrefix, t.indexPrefixArg, t.indexHeads)
 	return sc
 }
 
