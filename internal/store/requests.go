@@ -68,7 +68,7 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 		id := u.String()
 		// created_at is the id's own timestamp, so that id order is creation order.
 		created := uuidTime(u)
-		a := createArgs{on: on{tag: tag, id: id, now: ms(created)}, rec: newRecord(in.Type, p.By, in.Context, in.Labels) + kept,
+		a := createArgs{on: on{tag: tag, id: id, now: created.UnixMilli()}, rec: newRecord(in.Type, p.By, in.Context, in.Labels) + kept,
 			fp: fp, stale: stale, typ: in.Type, by: p.By, labels: in.Labels}
 		if attempt == 0 { // counted once: a retry after a stale idempotency entry is the same call
 			a.rate = s.counters(tag, ratelimit.ScopeWrite, p.Credential)
@@ -110,9 +110,14 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 // on is what every call of a request script names: the request (its id,
 // under hash tag tag), the call's time (unix ms), and the rate counters it
 // is counted on.
+//
+// now goes into ARGV as an int64: go-redis writes it with strconv.AppendInt
+// into its own buffer, the same digits ms would spell, so the scripts read
+// the same string, without a string made and boxed per call.
 type on struct {
-	tag, id, now string
-	rate         counters
+	tag, id string
+	now     int64
+	rate    counters
 }
 
 // createArgs is what a create asks of create.lua; its now is created_at (the
@@ -184,7 +189,7 @@ func (s *Store) read(ctx context.Context, p domain.PollParams, withEvents bool) 
 // read rate limits (Options.RateLimits), on that shard's counters.
 func (s *Store) readAt(ctx context.Context, tag string, p domain.PollParams, withEvents, count bool) (domain.PollResult, error) {
 	var res domain.PollResult
-	a := pollArgs{on: on{tag: tag, id: p.ID, now: ms(s.now())}, caller: p.Caller}
+	a := pollArgs{on: on{tag: tag, id: p.ID, now: s.now().UnixMilli()}, caller: p.Caller}
 	if count {
 		a.rate = s.counters(tag, ratelimit.ScopeRead, p.Credential)
 	}
@@ -428,7 +433,7 @@ func (s *Store) announceAt(ctx context.Context, tag, id string, version int64) {
 // try in shard 0 is the same call).
 func (s *Store) transitionAt(ctx context.Context, tag string, count bool, p domain.TransitionParams, a transitionArgs) (*domain.Request, error) {
 	ca, _ := idMillis(p.ID)
-	c := transitionCall{transitionArgs: a, on: on{tag: tag, id: p.ID, now: ms(s.now())}, createdAt: ca, by: p.By}
+	c := transitionCall{transitionArgs: a, on: on{tag: tag, id: p.ID, now: s.now().UnixMilli()}, createdAt: ca, by: p.By}
 	if a.guard == "" && count { // the sweeper's timeouts are nobody's calls
 		c.rate = s.counters(tag, ratelimit.ScopeWrite, p.Credential)
 	}
@@ -515,7 +520,7 @@ func (s *Store) Remove(ctx context.Context, p domain.TransitionParams) error {
 // deleteAt is Remove in the shard of hash tag tag; count asks it to count the
 // admin rate limits (the first try only: see transition).
 func (s *Store) deleteAt(ctx context.Context, tag string, p domain.TransitionParams, count bool) error {
-	a := deleteArgs{on: on{tag: tag, id: p.ID, now: ms(s.now())}, by: p.By}
+	a := deleteArgs{on: on{tag: tag, id: p.ID, now: s.now().UnixMilli()}, by: p.By}
 	if count {
 		a.rate = s.counters(tag, ratelimit.ScopeAdmin, p.Credential)
 	}
