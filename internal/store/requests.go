@@ -23,18 +23,30 @@ import (
 // idemDigest is the hash naming an Idempotency-Key's entry (keys.idempotency);
 // a create's also chooses the request's shard (newShard).
 func idemDigest(op, id string, key domain.IdempotencyKey) []byte {
-	h := sha256.Sum256([]byte(op + "\n" + id + "\n" + string(key)))
+	// Spelled into a buffer on the stack (the heap only for a key of more
+	// than about 200 bytes), not into a string made to be copied once more.
+	var buf [256]byte
+	b := append(buf[:0], op...)
+	b = append(append(append(append(b, '\n'), id...), '\n'), key...)
+	h := sha256.Sum256(b)
 	return h[:16]
 }
 
 // fingerprint digests what a call asks for, to tell a replay from a reuse of the key.
+//
+// The parts, each followed by a zero byte, are hashed from one buffer on the
+// stack (the heap only past its size) and the digest spelled into another:
+// the string returned is the one allocation.
 func fingerprint(parts ...string) string {
-	h := sha256.New()
+	var buf [1024]byte
+	b := buf[:0]
 	for _, p := range parts {
-		h.Write([]byte(p))
-		h.Write([]byte{0})
+		b = append(append(b, p...), 0)
 	}
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	sum := sha256.Sum256(b)
+	var hx [32]byte
+	hex.Encode(hx[:], sum[:16])
+	return string(hx[:])
 }
 
 // Create registers a new request. replay is true when an Idempotency-Key made the
@@ -447,8 +459,10 @@ func (s *Store) transitionAt(ctx context.Context, tag string, count bool, p doma
 		return nil, backend(a.op+" request "+p.ID, err)
 	}
 	setRate(p.Rate, r)
-	if err := s.outcome(a.op+" request", p.ID, r, codeOK, codeReplay); err != nil {
-		return nil, err
+	// outcome answers nil for these two: the op's name is spelled only for
+	// the others.
+	if r.code != codeOK && r.code != codeReplay {
+		return nil, s.outcome(a.op+" request", p.ID, r)
 	}
 	if r.code == codeOK {
 		s.outboxHook.written(shardName(tag))
@@ -484,7 +498,7 @@ func (c transitionCall) call(t *tagKeys) scriptCall {
 		sc.addKey(c.idem)
 	}
 	sc.endKeys()
-	sc.cmd = append(sc.cmd, statusCode[c.to], c.now, c.by, c.payload, c.resultType, statusCode[c.guard],
+	sc.cmd = append(sc.cmd, statusArg[c.to], c.now, c.by, c.payload, c.resultType, statusArg[c.guard],
 		c.fp, c.id, c.createdAt, t.retentionBucketPrefix, t.indexPrefixArg, t.indexHeads)
 	return sc
 }
