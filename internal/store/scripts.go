@@ -519,7 +519,8 @@ type scriptCall struct {
 	args []any
 	// cmd, when set, replaces keys and args: three slots that scriptArgs
 	// fills (the verb, the SHA1, the number of keys), then nkeys keys, then
-	// ARGV.
+	// ARGV. Only run sends such a call (a write runs alone); runEach's
+	// pipelines and runList take keys and args.
 	cmd   []any
 	nkeys int
 }
