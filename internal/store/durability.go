@@ -152,30 +152,34 @@ func (s *Store) writeNode(ctx context.Context, key string) (pipeliner, error) {
 // runReplicated runs a write script, the write barrier and WAIT in one pipeline on
 // one connection, and refuses to acknowledge a write outcome that WAIT did not
 // confirm on Options.WaitReplicas replicas.
-func (s *Store) runReplicated(ctx context.Context, sc *script, keys []string, args ...any) (reply, error) {
+func (s *Store) runReplicated(ctx context.Context, sc *script, c scriptCall) (reply, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout+s.opts.WaitTimeout)
 	defer cancel()
 	start := time.Now()
-	r, err := s.runWaited(ctx, sc, keys, args)
+	r, err := s.runWaited(ctx, sc, c)
 	if o := s.opts.ScriptObserver; o != nil {
 		o.ObserveScript(sc.name, time.Since(start), err)
 	}
 	return r, err
 }
 
-func (s *Store) runWaited(ctx context.Context, sc *script, keys []string, args []any) (reply, error) {
-	barrier := s.barrierKey(keys[0])
-	eval := false // EVALSHA first; EVAL once Redis says it lost its script cache
+func (s *Store) runWaited(ctx context.Context, sc *script, c scriptCall) (reply, error) {
+	first := c.firstKey()
+	barrier := s.barrierKey(first)
+	// EVALSHA first; EVAL once Redis says it lost its script cache. Each
+	// attempt is a new command (a command keeps its answer) on the same
+	// arguments.
+	a, eval := scriptArgs(sc, c), false
 	_, cluster := s.rdb.(*redis.ClusterClient)
 	for attempt := 1; ; attempt++ {
-		node, err := s.writeNode(ctx, keys[0])
+		node, err := s.writeNode(ctx, first)
 		if err != nil {
 			return reply{}, s.scriptFailed(sc, err)
 		}
 		pipe := node.Pipeline()
 		// Sent once (onceCmd): a pipeline that holds it is never resent by
 		// go-redis, so a write whose answer was lost cannot run twice.
-		run := scriptCmd(ctx, sc, eval, keys, args)
+		run := redis.NewCmd(ctx, a...)
 		_ = pipe.Process(ctx, onceCmd{run})
 		if barrier != "" {
 			pipe.Set(ctx, barrier, "1", barrierTTL)
@@ -190,7 +194,7 @@ func (s *Store) runWaited(ctx context.Context, sc *script, keys []string, args [
 		switch {
 		case err == nil:
 		case !eval && redis.HasErrorPrefix(err, "NOSCRIPT"):
-			eval = true
+			a, eval = evalArgs(sc, a), true
 			continue
 		case cluster && attempt < 3 && retryBeforeRun(err) && s.pause(ctx, attempt):
 			continue

@@ -207,3 +207,58 @@ func (k keys) webhookTenants() string { return k.prefix + ":webhook-tenants" }
 // (lib.lua, changelog_add): meta, changes and changeLog keep their endings
 // ":m", ":w" and ":cl" (TestChangeLogNamedFromMeta).
 func (k keys) changeLog(tag string) string { return k.prefix + ":" + tag + ":cl" }
+
+// tagKeys are the keys and key prefixes of one shard (hash tag) that the hot
+// writes (create, the transitions) name on every call, spelled once per shard
+// (keys.forTag, kept by shardTags.keysOf) instead of once per call. The whole
+// keys are also kept boxed (any): a write hands its keys and arguments to
+// go-redis as []any, and boxing a string allocates. Each field is what the
+// keys method of the same name spells for the tag
+// (TestTagKeysSpellTheKeys).
+type tagKeys struct {
+	tag string
+	// recordPrefix, pacingPrefix and idempotencyPrefix are record, pacing
+	// and idempotency without their last part (the id, the digest);
+	// indexPrefix is index's and labelIndexPrefix's.
+	recordPrefix, pacingPrefix, idempotencyPrefix, indexPrefix string
+
+	meta, deadlines, retentionBuckets, webhookFilter, outbox, audit, changes any
+	// the prefixes the scripts take in ARGV
+	indexPrefixArg, labelIndexPrefix, indexHeads, retentionBucketPrefix any
+}
+
+// forTag spells the keys of tagKeys for hash tag tag.
+func (k keys) forTag(tag string) *tagKeys {
+	return &tagKeys{
+		tag:                   tag,
+		recordPrefix:          k.recordPrefix(tag),
+		pacingPrefix:          k.pacing(tag, ""),
+		idempotencyPrefix:     k.idempotency(tag, ""),
+		indexPrefix:           k.indexPrefix(tag),
+		meta:                  k.meta(tag),
+		deadlines:             k.deadlines(tag),
+		retentionBuckets:      k.retentionBuckets(tag),
+		webhookFilter:         k.webhookFilter(tag),
+		outbox:                k.outbox(tag),
+		audit:                 k.audit(tag),
+		changes:               k.changes(tag),
+		indexPrefixArg:        k.indexPrefix(tag),
+		labelIndexPrefix:      k.labelIndexPrefix(tag),
+		indexHeads:            k.indexHeads(tag),
+		retentionBucketPrefix: k.retentionBucketPrefix(tag),
+	}
+}
+
+// record is keys.record of the tag.
+func (t *tagKeys) record(id string) string { return t.recordPrefix + id }
+
+// pacing is keys.pacing of the tag.
+func (t *tagKeys) pacing(id string) string { return t.pacingPrefix + id }
+
+// idempotency is keys.idempotency of the tag.
+func (t *tagKeys) idempotency(digest string) string { return t.idempotencyPrefix + digest }
+
+// index is keys.index of the tag.
+func (t *tagKeys) index(s domain.Status, typ string) string {
+	return t.indexPrefix + statusCode[s] + ":" + typ
+}

@@ -164,7 +164,7 @@ func (s *Store) reapplyRecords(ctx context.Context, tag string, ids []string, dr
 	if len(keys) == 1 {
 		return nil
 	}
-	r, err := s.run(ctx, s.sc.reapply, scriptCall{keys, args})
+	r, err := s.run(ctx, s.sc.reapply, scriptCall{keys: keys, args: args})
 	if err != nil {
 		return backend("reapply retention", err)
 	}

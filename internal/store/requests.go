@@ -23,22 +23,30 @@ import (
 // idemDigest is the hash naming an Idempotency-Key's entry (keys.idempotency);
 // a create's also chooses the request's shard (newShard).
 func idemDigest(op, id string, key domain.IdempotencyKey) []byte {
-	h := sha256.Sum256([]byte(op + "\n" + id + "\n" + string(key)))
+	// Spelled into a buffer on the stack (the heap only for a key of more
+	// than about 200 bytes), not into a string made to be copied once more.
+	var buf [256]byte
+	b := append(buf[:0], op...)
+	b = append(append(append(append(b, '\n'), id...), '\n'), key...)
+	h := sha256.Sum256(b)
 	return h[:16]
 }
 
-func (s *Store) idemKey(tag, op, id string, key domain.IdempotencyKey) string {
-	return s.k.idempotency(tag, hex.EncodeToString(idemDigest(op, id, key)))
-}
-
 // fingerprint digests what a call asks for, to tell a replay from a reuse of the key.
+//
+// The parts, each followed by a zero byte, are hashed from one buffer on the
+// stack (the heap only past its size) and the digest spelled into another:
+// the string returned is the one allocation.
 func fingerprint(parts ...string) string {
-	h := sha256.New()
+	var buf [1024]byte
+	b := buf[:0]
 	for _, p := range parts {
-		h.Write([]byte(p))
-		h.Write([]byte{0})
+		b = append(append(b, p...), 0)
 	}
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	sum := sha256.Sum256(b)
+	var hx [32]byte
+	hex.Encode(hx[:], sum[:16])
+	return string(hx[:])
 }
 
 // Create registers a new request. replay is true when an Idempotency-Key made the
@@ -56,6 +64,7 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 	}
 	shard := s.newShard(ctx, p.Tenant, digest)
 	tag := s.tag(p.Tenant, shard)
+	tk := s.tagKeys(tag)
 	kept := ""
 	if t := s.opts.Tracer; t != nil {
 		if kept = t.KeepContext(ctx); len(kept) > MaxTraceBytes || strings.IndexByte(kept, recordSep) >= 0 {
@@ -71,15 +80,15 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 		id := u.String()
 		// created_at is the id's own timestamp, so that id order is creation order.
 		created := uuidTime(u)
-		a := createArgs{on: on{tag: tag, id: id, now: ms(created)}, rec: newRecord(in.Type, p.By, in.Context, in.Labels) + kept,
+		a := createArgs{on: on{tag: tag, id: id, now: created.UnixMilli()}, rec: newRecord(in.Type, p.By, in.Context, in.Labels) + kept,
 			fp: fp, stale: stale, typ: in.Type, by: p.By, labels: in.Labels}
 		if attempt == 0 { // counted once: a retry after a stale idempotency entry is the same call
 			a.rate = s.counters(tag, ratelimit.ScopeWrite, p.Credential)
 		}
 		if p.IdemKey != "" {
-			a.idem = s.k.idempotency(tag, hex.EncodeToString(digest))
+			a.idem = tk.idempotency(hex.EncodeToString(digest))
 		}
-		r, err := s.run(ctx, s.sc.create, a.call(s.k))
+		r, err := s.run(ctx, s.sc.create, a.call(tk))
 		if err != nil {
 			return nil, false, backend("create request", err)
 		}
@@ -113,9 +122,14 @@ func (s *Store) Create(ctx context.Context, p domain.CreateParams) (req *domain.
 // on is what every call of a request script names: the request (its id,
 // under hash tag tag), the call's time (unix ms), and the rate counters it
 // is counted on.
+//
+// now goes into ARGV as an int64: go-redis writes it with strconv.AppendInt
+// into its own buffer, the same digits ms would spell, so the scripts read
+// the same string, without a string made and boxed per call.
 type on struct {
-	tag, id, now string
-	rate         counters
+	tag, id string
+	now     int64
+	rate    counters
 }
 
 // createArgs is what a create asks of create.lua; its now is created_at (the
@@ -134,16 +148,19 @@ type createArgs struct {
 }
 
 // call is create.lua's KEYS and ARGV, in its header's order.
-func (a createArgs) call(k keys) scriptCall {
-	keys := make([]string, 6, 9)
-	keys[0], keys[1], keys[2] = k.record(a.tag, a.id), k.meta(a.tag), k.index(a.tag, domain.StatusQueued, a.typ)
-	keys[3], keys[4], keys[5] = k.webhookFilter(a.tag), k.outbox(a.tag), k.audit(a.tag)
-	keys = a.rate.appendTo(keys)
+// The keys are a.tag's, from t.
+func (a createArgs) call(t *tagKeys) scriptCall {
+	c := newCmdCall(9, 10)
+	c.cmd = append(c.cmd, t.record(a.id), t.meta, t.index(domain.StatusQueued, a.typ),
+		t.webhookFilter, t.outbox, t.audit)
+	a.rate.addTo(&c)
 	if a.idem != "" {
-		keys = append(keys, a.idem)
+		c.addKey(a.idem)
 	}
-	return scriptCall{keys, []any{a.id, a.now, a.rec, a.fp, a.stale, a.typ, a.by, k.indexHeads(a.tag),
-		k.labelIndexPrefix(a.tag), string(a.labels)}}
+	c.endKeys()
+	c.cmd = append(c.cmd, a.id, a.now, a.rec, a.fp, a.stale, a.typ, a.by, t.indexHeads,
+		t.labelIndexPrefix, string(a.labels))
+	return c
 }
 
 // uuidTime is the millisecond timestamp of a UUIDv7.
@@ -184,7 +201,7 @@ func (s *Store) read(ctx context.Context, p domain.PollParams, withEvents bool) 
 // read rate limits (Options.RateLimits), on that shard's counters.
 func (s *Store) readAt(ctx context.Context, tag string, p domain.PollParams, withEvents, count bool) (domain.PollResult, error) {
 	var res domain.PollResult
-	a := pollArgs{on: on{tag: tag, id: p.ID, now: ms(s.now())}, caller: p.Caller}
+	a := pollArgs{on: on{tag: tag, id: p.ID, now: s.now().UnixMilli()}, caller: p.Caller}
 	if count {
 		a.rate = s.counters(tag, ratelimit.ScopeRead, p.Credential)
 	}
@@ -217,7 +234,7 @@ type pollArgs struct {
 func (a pollArgs) call(k keys) scriptCall {
 	keys := make([]string, 3, 5)
 	keys[0], keys[1], keys[2] = k.record(a.tag, a.id), k.meta(a.tag), k.pacing(a.tag, a.id)
-	return scriptCall{a.rate.appendTo(keys), []any{a.now, a.caller}}
+	return scriptCall{keys: a.rate.appendTo(keys), args: []any{a.now, a.caller}}
 }
 
 // pollReply is poll.lua's answer after its code digit and rate part.
@@ -428,21 +445,24 @@ func (s *Store) announceAt(ctx context.Context, tag, id string, version int64) {
 // try in shard 0 is the same call).
 func (s *Store) transitionAt(ctx context.Context, tag string, count bool, p domain.TransitionParams, a transitionArgs) (*domain.Request, error) {
 	ca, _ := idMillis(p.ID)
-	c := transitionCall{transitionArgs: a, on: on{tag: tag, id: p.ID, now: ms(s.now())}, createdAt: ca, by: p.By}
+	c := transitionCall{transitionArgs: a, on: on{tag: tag, id: p.ID, now: s.now().UnixMilli()}, createdAt: ca, by: p.By}
 	if a.guard == "" && count { // the sweeper's timeouts are nobody's calls
 		c.rate = s.counters(tag, ratelimit.ScopeWrite, p.Credential)
 	}
+	tk := s.tagKeys(tag)
 	if p.IdemKey != "" {
-		c.idem = s.idemKey(tag, a.op, p.ID, p.IdemKey)
+		c.idem = tk.idempotency(hex.EncodeToString(idemDigest(a.op, p.ID, p.IdemKey)))
 		c.fp = fingerprint(a.op, a.payload, a.resultType)
 	}
-	r, err := s.run(ctx, s.sc.transition, c.call(s.k))
+	r, err := s.run(ctx, s.sc.transition, c.call(tk))
 	if err != nil {
 		return nil, backend(a.op+" request "+p.ID, err)
 	}
 	setRate(p.Rate, r)
-	if err := s.outcome(a.op+" request", p.ID, r, codeOK, codeReplay); err != nil {
-		return nil, err
+	// outcome answers nil for these two: the op's name is spelled only for
+	// the others.
+	if r.code != codeOK && r.code != codeReplay {
+		return nil, s.outcome(a.op+" request", p.ID, r)
 	}
 	if r.code == codeOK {
 		s.outboxHook.written(shardName(tag))
@@ -468,17 +488,19 @@ type transitionCall struct {
 }
 
 // call is transition.lua's KEYS and ARGV, in its header's order.
-func (c transitionCall) call(k keys) scriptCall {
-	keys := make([]string, 9, 12)
-	keys[0], keys[1], keys[2] = k.record(c.tag, c.id), k.deadlines(c.tag), k.retentionBuckets(c.tag)
-	keys[3], keys[4], keys[5] = k.pacing(c.tag, c.id), k.meta(c.tag), k.webhookFilter(c.tag)
-	keys[6], keys[7], keys[8] = k.outbox(c.tag), k.audit(c.tag), k.changes(c.tag)
-	keys = c.rate.appendTo(keys)
+// The keys are c.tag's, from t.
+func (c transitionCall) call(t *tagKeys) scriptCall {
+	sc := newCmdCall(12, 12)
+	sc.cmd = append(sc.cmd, t.record(c.id), t.deadlines, t.retentionBuckets,
+		t.pacing(c.id), t.meta, t.webhookFilter, t.outbox, t.audit, t.changes)
+	c.rate.addTo(&sc)
 	if c.idem != "" {
-		keys = append(keys, c.idem)
+		sc.addKey(c.idem)
 	}
-	return scriptCall{keys, []any{statusCode[c.to], c.now, c.by, c.payload, c.resultType, statusCode[c.guard],
-		c.fp, c.id, c.createdAt, k.retentionBucketPrefix(c.tag), k.indexPrefix(c.tag), k.indexHeads(c.tag)}}
+	sc.endKeys()
+	sc.cmd = append(sc.cmd, statusArg[c.to], c.now, c.by, c.payload, c.resultType, statusArg[c.guard],
+		c.fp, c.id, c.createdAt, t.retentionBucketPrefix, t.indexPrefixArg, t.indexHeads)
+	return sc
 }
 
 // Delete removes a request and everything that belongs to it; its audit
@@ -512,7 +534,7 @@ func (s *Store) Remove(ctx context.Context, p domain.TransitionParams) error {
 // deleteAt is Remove in the shard of hash tag tag; count asks it to count the
 // admin rate limits (the first try only: see transition).
 func (s *Store) deleteAt(ctx context.Context, tag string, p domain.TransitionParams, count bool) error {
-	a := deleteArgs{on: on{tag: tag, id: p.ID, now: ms(s.now())}, by: p.By}
+	a := deleteArgs{on: on{tag: tag, id: p.ID, now: s.now().UnixMilli()}, by: p.By}
 	if count {
 		a.rate = s.counters(tag, ratelimit.ScopeAdmin, p.Credential)
 	}
@@ -540,5 +562,5 @@ func (a deleteArgs) call(k keys) scriptCall {
 	keys := make([]string, 6, 8)
 	keys[0], keys[1], keys[2] = k.record(a.tag, a.id), k.deadlines(a.tag), k.pacing(a.tag, a.id)
 	keys[3], keys[4], keys[5] = k.audit(a.tag), k.meta(a.tag), k.changes(a.tag)
-	return scriptCall{a.rate.appendTo(keys), []any{a.id, a.now, k.indexPrefix(a.tag), a.by, k.indexHeads(a.tag)}}
+	return scriptCall{keys: a.rate.appendTo(keys), args: []any{a.id, a.now, k.indexPrefix(a.tag), a.by, k.indexHeads(a.tag)}}
 }

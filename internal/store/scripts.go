@@ -29,6 +29,9 @@ type script struct {
 	ack bool
 	// src is the script's text, for EVAL after a NOSCRIPT.
 	src string
+	// sha and text are the script's SHA1 and src boxed once, at load: every
+	// call's command holds one of them, and boxing a string allocates.
+	sha, text any
 }
 
 // scripts are the loaded scripts, each with the constants and the parts of
@@ -78,7 +81,9 @@ func loadScripts(consts []luaConst) (scripts, error) {
 		if err != nil {
 			return scripts{}, err
 		}
-		*x.slot(&s) = &script{Script: redis.NewScript(src), name: strings.TrimSuffix(x.file, ".lua"), ack: x.ack, src: src}
+		rs := redis.NewScript(src)
+		*x.slot(&s) = &script{Script: rs, name: strings.TrimSuffix(x.file, ".lua"), ack: x.ack, src: src,
+			sha: rs.Hash(), text: src}
 	}
 	return s, nil
 }
@@ -485,14 +490,13 @@ func (s *Store) run(ctx context.Context, sc *script, c scriptCall) (reply, error
 }
 
 func (s *Store) runCall(ctx context.Context, sc *script, c scriptCall) (reply, error) {
-	keys, args := c.keys, c.args
 	if s.waitsForReplicas(sc) {
-		return s.runReplicated(ctx, sc, keys, args...)
+		return s.runReplicated(ctx, sc, c)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
 	start := time.Now()
-	v, err := s.eval(ctx, sc, keys, args)
+	v, err := s.eval(ctx, sc, c)
 	if o := s.opts.ScriptObserver; o != nil {
 		o.ObserveScript(sc.name, time.Since(start), err)
 	}
@@ -506,9 +510,45 @@ func (s *Store) runCall(ctx context.Context, sc *script, c scriptCall) (reply, e
 // script's header. An operation with more than a few of them has an args
 // struct whose call method builds them (createArgs, transitionArgs, ...), so
 // that the header and Go agree in one place.
+//
+// The hot writes (create, transition) lay their call out as the whole
+// EVALSHA command instead (cmd), each key and argument boxed once, so that
+// the command go-redis sends is that slice, not a copy of keys and args.
 type scriptCall struct {
 	keys []string
 	args []any
+	// cmd, when set, replaces keys and args: three slots that scriptArgs
+	// fills (the verb, the SHA1, the number of keys), then nkeys keys, then
+	// ARGV. Only run sends such a call (a write runs alone); runEach's
+	// pipelines and runList take keys and args.
+	cmd   []any
+	nkeys int
+}
+
+// cmdHead is the room a call laid out as a command (scriptCall.cmd) leaves
+// for the verb, the SHA1 and the number of keys.
+const cmdHead = 3
+
+// newCmdCall starts a call laid out as a command, with room for keys keys
+// and args arguments; its call method appends the keys, then endKeys, then
+// the arguments.
+func newCmdCall(keys, args int) scriptCall {
+	return scriptCall{cmd: make([]any, cmdHead, cmdHead+keys+args)}
+}
+
+// addKey appends one key to a call laid out as a command (before endKeys).
+func (c *scriptCall) addKey(k string) { c.cmd = append(c.cmd, k) }
+
+// endKeys marks the keys appended so far as the call's KEYS; what follows is ARGV.
+func (c *scriptCall) endKeys() { c.nkeys = len(c.cmd) - cmdHead }
+
+// firstKey is the call's first key, which names its slot.
+func (c scriptCall) firstKey() string {
+	if c.cmd != nil {
+		k, _ := c.cmd[cmdHead].(string)
+		return k
+	}
+	return c.keys[0]
 }
 
 // counters are the two rate-limit counters a call is counted on (Store.counters),
@@ -522,6 +562,14 @@ func (c counters) appendTo(keys []string) []string {
 		return keys
 	}
 	return append(keys, c.cred, c.tenant)
+}
+
+// addTo appends the pair to a call laid out as a command, when there is one.
+func (c counters) addTo(call *scriptCall) {
+	if c.cred != "" {
+		call.addKey(c.cred)
+		call.addKey(c.tenant)
+	}
 }
 
 // runList runs list.lua's calls, one per group of shards, for one round of a listing;
@@ -615,14 +663,15 @@ func (s *Store) runPipelined(ctx context.Context, sc *script, calls []scriptCall
 // autopipeliner; it runs on the autopipeliner's own context, so the wait for its
 // reply is what ctx bounds (an abandoned call may still run, as a timed-out one
 // may on a plain connection: scriptFailed says so for writes).
-func (s *Store) eval(ctx context.Context, sc *script, keys []string, args []any) (any, error) {
+func (s *Store) eval(ctx context.Context, sc *script, c scriptCall) (any, error) {
 	if s.ap == nil {
-		if !sc.ack {
-			return sc.Run(ctx, s.rdb, keys, args...).Result()
+		if !sc.ack && c.cmd == nil {
+			return sc.Run(ctx, s.rdb, c.keys, c.args...).Result()
 		}
-		cmd := scriptCmd(ctx, sc, false, keys, args)
+		a := scriptArgs(sc, c)
+		cmd := redis.NewCmd(ctx, a...)
 		if err := s.rdb.Process(ctx, once(sc, cmd)); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			return s.reload(ctx, sc, keys, args)
+			return s.reload(ctx, sc, a)
 		}
 		return cmd.Result()
 	}
@@ -630,10 +679,11 @@ func (s *Store) eval(ctx context.Context, sc *script, keys []string, args []any)
 	// arguments are strings the caller owns (never views of a buffer it
 	// reuses: the HTTP layer copies what it takes from a request, domain.Call),
 	// and its keys are built here.
-	cmd := scriptCmd(ctx, sc, false, keys, args)
+	a := scriptArgs(sc, c)
+	cmd := redis.NewCmd(ctx, a...)
 	if err := s.ap.Submit(ctx, once(sc, cmd)).WaitContext(ctx); err != nil {
 		if redis.HasErrorPrefix(err, "NOSCRIPT") {
-			return s.reload(ctx, sc, keys, args)
+			return s.reload(ctx, sc, a)
 		}
 		return nil, err
 	}
@@ -641,25 +691,37 @@ func (s *Store) eval(ctx context.Context, sc *script, keys []string, args []any)
 }
 
 // reload sends EVAL, which also puts sc back into Redis's script cache, after a
-// NOSCRIPT (which says the EVALSHA did not run).
-func (s *Store) reload(ctx context.Context, sc *script, keys []string, args []any) (any, error) {
-	cmd := scriptCmd(ctx, sc, true, keys, args)
+// NOSCRIPT (which says the EVALSHA did not run); a is the EVALSHA's arguments.
+func (s *Store) reload(ctx context.Context, sc *script, a []any) (any, error) {
+	cmd := redis.NewCmd(ctx, evalArgs(sc, a)...)
 	_ = s.rdb.Process(ctx, once(sc, cmd))
 	return cmd.Result()
 }
 
-// scriptCmd is an EVALSHA of sc (with eval, an EVAL of its text).
-func scriptCmd(ctx context.Context, sc *script, eval bool, keys []string, args []any) *redis.Cmd {
-	a := make([]any, 0, 3+len(keys)+len(args))
-	if eval {
-		a = append(a, "eval", sc.src, len(keys))
-	} else {
-		a = append(a, "evalsha", sc.Hash(), len(keys))
+// scriptArgs are the arguments of an EVALSHA of sc for c, built once per
+// call and handed to go-redis as they are (NewCmd keeps a variadic slice
+// without copying it): c's own cmd when it was laid out as one, which
+// belongs to this call alone.
+func scriptArgs(sc *script, c scriptCall) []any {
+	if c.cmd != nil {
+		c.cmd[0], c.cmd[1], c.cmd[2] = "evalsha", sc.sha, c.nkeys
+		return c.cmd
 	}
-	for _, k := range keys {
-		a = append(a, k)
+	a := make([]any, cmdHead+len(c.keys), cmdHead+len(c.keys)+len(c.args))
+	a[0], a[1], a[2] = "evalsha", sc.sha, len(c.keys)
+	for i, k := range c.keys {
+		a[cmdHead+i] = k
 	}
-	return redis.NewCmd(ctx, append(a, args...)...)
+	return append(a, c.args...)
+}
+
+// evalArgs are the arguments of the EVAL of the call whose EVALSHA's
+// arguments are a: a copy, since the EVALSHA command still holds a (an
+// abandoned autopipelined one may yet be written from it).
+func evalArgs(sc *script, a []any) []any {
+	e := slices.Clone(a)
+	e[0], e[1] = "eval", sc.text
+	return e
 }
 
 // onceCmd is a command that go-redis must not send again after a failure. A

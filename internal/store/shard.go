@@ -41,6 +41,8 @@ const shardWindow = clusterSlots / MaxTenantShards
 type shardTags struct {
 	mu sync.Mutex
 	m  map[string][]string // tenant -> tags of shards 0..len-1 found so far
+	// keys are the tagKeys of the tags the writes have named (keysOf).
+	keys map[string]*tagKeys
 }
 
 // shardTagCap bounds the tenants remembered: tenant names come from API keys,
@@ -75,6 +77,25 @@ func (t *shardTags) tag(tenant string, s int) string {
 		t.m[tenant] = tags
 	}
 	return tags[s]
+}
+
+// keysOf is tag's tagKeys, spelled by k the first time and then
+// remembered; past shardTagCap tags the table is started again, as m is.
+func (t *shardTags) keysOf(k keys, tag string) *tagKeys {
+	t.mu.Lock()
+	tk := t.keys[tag]
+	t.mu.Unlock()
+	if tk != nil {
+		return tk
+	}
+	tk = k.forTag(tag)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.keys == nil || len(t.keys) >= shardTagCap {
+		t.keys = map[string]*tagKeys{}
+	}
+	t.keys[tag] = tk
+	return tk
 }
 
 // findShardTag is the tag of tenant's shard s: "{<tenant>:<n>}" for the
@@ -141,6 +162,9 @@ func shardOf(id string) int {
 
 // tag is the hash tag of tenant's shard s.
 func (s *Store) tag(tenant string, shard int) string { return s.tags.tag(tenant, shard) }
+
+// tagKeys are the keys of hash tag tag that the writes name (keys.forTag).
+func (s *Store) tagKeys(tag string) *tagKeys { return s.tags.keysOf(s.k, tag) }
 
 // idTag is the hash tag the id of a request names (shardOf).
 func (s *Store) idTag(tenant, id string) string { return s.tags.tag(tenant, shardOf(id)) }

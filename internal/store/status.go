@@ -18,6 +18,17 @@ const statusLetters = "qpsfce"
 // statusCode maps a status to its letter; codeStatus the other way.
 var statusCode, codeStatus = statusMaps()
 
+// statusArg is statusCode boxed once, for a script's ARGV: boxing a string
+// allocates, and a transition passes a status letter on every call. The
+// zero status (no guard) is "", as statusCode's missing entry reads.
+var statusArg = func() map[domain.Status]any {
+	m := map[domain.Status]any{"": ""}
+	for s, c := range statusCode {
+		m[s] = c
+	}
+	return m
+}()
+
 func statusMaps() (map[domain.Status]string, map[string]domain.Status) {
 	if len(statusLetters) != len(domain.Statuses) {
 		panic("store: statusLetters does not spell every status of domain.Statuses")

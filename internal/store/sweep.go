@@ -285,7 +285,7 @@ func (s *Store) SweepClean(ctx context.Context, wk domain.SweepDue, now time.Tim
 		keys := []string{s.k.retentionBucketPrefix(tag) + end, s.k.retentionBuckets(tag)}
 		for budget > 0 {
 			n := min(budget, sweepChunk)
-			r, err := s.run(ctx, s.sc.sweep, scriptCall{keys, []any{ms(now), n, s.k.recordPrefix(tag), end, s.k.indexPrefix(tag), s.k.indexHeads(tag)}})
+			r, err := s.run(ctx, s.sc.sweep, scriptCall{keys: keys, args: []any{ms(now), n, s.k.recordPrefix(tag), end, s.k.indexPrefix(tag), s.k.indexHeads(tag)}})
 			if err != nil {
 				return cleaned, false, backend("sweep: clean "+tenant, err)
 			}

@@ -519,7 +519,7 @@ func (s *Store) armChangeLogs(ctx context.Context, tags []string, pos logPositio
 		if pos != nil {
 			part = pos[i].String()
 		}
-		calls[i] = scriptCall{keys, []any{ms(now), until, part}}
+		calls[i] = scriptCall{keys: keys, args: []any{ms(now), until, part}}
 	}
 	rs, err := s.runEach(ctx, s.sc.changelogArm, calls)
 	if err != nil {
@@ -549,8 +549,8 @@ func (s *Store) armChangeLogs(ctx context.Context, tags []string, pos logPositio
 // readChangeLog reads up to count entries of tag's log after after; reset
 // when the log may have lost some of them.
 func (s *Store) readChangeLog(ctx context.Context, tag string, after streamID, count int) ([]change, bool, error) {
-	r, err := s.run(ctx, s.sc.changelogRead, scriptCall{[]string{s.k.meta(tag), s.k.changeLog(tag)},
-		[]any{after.String(), after.next().String(), count}})
+	r, err := s.run(ctx, s.sc.changelogRead, scriptCall{keys: []string{s.k.meta(tag), s.k.changeLog(tag)},
+		args: []any{after.String(), after.next().String(), count}})
 	if err != nil {
 		return nil, false, backend("read the change log", err)
 	}
@@ -619,7 +619,7 @@ func (s *Store) trimChangeLogs(ctx context.Context, tags []string, now time.Time
 		tags = tags[len(chunk):]
 		calls := make([]scriptCall, len(chunk))
 		for i, tag := range chunk {
-			calls[i] = scriptCall{[]string{s.k.meta(tag), s.k.changeLog(tag)}, []any{older, kept, s.opts.ChangeLogEntries}}
+			calls[i] = scriptCall{keys: []string{s.k.meta(tag), s.k.changeLog(tag)}, args: []any{older, kept, s.opts.ChangeLogEntries}}
 		}
 		if _, err := s.runEach(ctx, s.sc.changelogTrim, calls); err != nil {
 			return backend("sweep: trim the change logs", err)

@@ -102,7 +102,7 @@ type registerArgs struct {
 func (a registerArgs) call(k keys) scriptCall {
 	tag, w, letters := ownTag(a.tenant), a.w, eventLetters(a.w.Events)
 	keys := a.rate.appendTo([]string{k.webhook(a.tenant, w.ID), k.webhookFilter(tag), k.meta(tag)})
-	return scriptCall{keys, []any{w.ID, letters, a.max, a.now,
+	return scriptCall{keys: keys, args: []any{w.ID, letters, a.max, a.now,
 		"u", w.URL, "ev", letters, "d", w.Description, "ca", ms(w.CreatedAt.Time), "k", w.SealedSecret}}
 }
 
@@ -169,7 +169,7 @@ func (s *Store) Webhook(ctx context.Context, c domain.Call, id string) (*domain.
 // reports false, and changes nothing, when the endpoint is gone or holds
 // another secret.
 func (s *Store) ReplaceWebhookSecret(ctx context.Context, tenant, id, sealed, resealed string) (bool, error) {
-	r, err := s.run(ctx, s.sc.webhookReseal, scriptCall{[]string{s.k.webhook(tenant, id)}, []any{sealed, resealed}})
+	r, err := s.run(ctx, s.sc.webhookReseal, scriptCall{keys: []string{s.k.webhook(tenant, id)}, args: []any{sealed, resealed}})
 	if err != nil {
 		return false, backend("reseal webhook secret", err)
 	}
@@ -248,7 +248,7 @@ func (s *Store) DeleteWebhook(ctx context.Context, c domain.Call, id string) err
 // order, for endpoint id's keys under hash tag tag.
 func webhookDeleteCall(k keys, tag, id, now string, rate counters) scriptCall {
 	keys := rate.appendTo([]string{k.webhook(string(shardName(tag)), id), k.webhookFilter(tag), k.webhookLog(tag, id), k.meta(tag)})
-	return scriptCall{keys, []any{id, now}}
+	return scriptCall{keys: keys, args: []any{id, now}}
 }
 
 // WebhookDeliveries lists the most recent delivery attempts of an endpoint of

@@ -250,7 +250,7 @@ func (s *Store) ClaimWebhookRetries(ctx context.Context, tenants []domain.ShardN
 		if count <= 0 {
 			break
 		}
-		r, err := s.run(ctx, s.sc.webhookClaim, scriptCall{[]string{s.k.webhookRetries(tagOf(t))}, []any{ms(now), ms(leaseUntil), count}})
+		r, err := s.run(ctx, s.sc.webhookClaim, scriptCall{keys: []string{s.k.webhookRetries(tagOf(t))}, args: []any{ms(now), ms(leaseUntil), count}})
 		if err != nil {
 			return out, backend("claim webhook retries", err)
 		}
@@ -369,8 +369,8 @@ func (s *Store) SettleWebhook(ctx context.Context, m domain.WebhookMessage, o do
 	if m.Retry != "" {
 		lease = strconv.FormatInt(m.Lease, 10)
 	}
-	r, err := s.run(ctx, s.sc.webhookSettle, scriptCall{[]string{s.k.outbox(tagOf(m.Queue())), s.k.webhookRetries(tagOf(m.Queue())), s.k.webhookLog(tagOf(m.Queue()), m.EndpointID)},
-		[]any{webhookGroup, m.EntryID, m.Retry, lease, next, due, log, webhookLogCap, force}})
+	r, err := s.run(ctx, s.sc.webhookSettle, scriptCall{keys: []string{s.k.outbox(tagOf(m.Queue())), s.k.webhookRetries(tagOf(m.Queue())), s.k.webhookLog(tagOf(m.Queue()), m.EndpointID)},
+		args: []any{webhookGroup, m.EntryID, m.Retry, lease, next, due, log, webhookLogCap, force}})
 	if err != nil {
 		return backend("settle webhook message "+m.ID, err)
 	}
