@@ -59,6 +59,28 @@ func (h cannedRedis) ProcessHook(redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
+// goSideStore is a store whose Redis is hook, never dialled; counted: the
+// write limits are counted in the script (Options.RateLimits, as serve
+// configures them), so the caller's params need a credential and a RateInfo.
+func goSideStore(b *testing.B, hook cannedRedis, counted bool) *store.Store {
+	b.Helper()
+	rdb := redis.NewClient(&redis.Options{Dialer: func(context.Context, string, string) (net.Conn, error) {
+		b.Fatal("dialled")
+		return nil, nil
+	}})
+	rdb.AddHook(hook)
+	o := store.Options{}
+	if counted {
+		o.RateLimits = &ratelimit.Rates{Write: ratelimit.Rate{Limit: 10000, Period: time.Second},
+			Tenant: ratelimit.Rate{Limit: 20000, Period: time.Second}}
+	}
+	st, err := store.New(rdb, o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return st
+}
+
 // BenchmarkCreateGoSide is a create (the reference request, with an
 // Idempotency-Key) through the store against cannedRedis: the store's CPU and
 // allocations per call, without Redis or a network. counted: the write limits
@@ -81,21 +103,10 @@ func BenchmarkCreateGoSide(b *testing.B) {
 	in := domain.CreateInput{Type: ref.Create.Type, Context: ref.Create.Context, EstimatedDurationSeconds: ref.Create.Duration}
 	for _, counted := range []bool{false, true} {
 		b.Run("counted="+strconv.FormatBool(counted), func(b *testing.B) {
-			rdb := redis.NewClient(&redis.Options{Dialer: func(context.Context, string, string) (net.Conn, error) {
-				b.Fatal("dialled")
-				return nil, nil
-			}})
-			rdb.AddHook(cannedRedis{})
-			o := store.Options{}
+			st := goSideStore(b, cannedRedis{}, counted)
 			p := domain.CreateParams{Call: domain.Call{Tenant: "acme", By: "k_bench"}, Input: in}
 			if counted {
-				o.RateLimits = &ratelimit.Rates{Write: ratelimit.Rate{Limit: 10000, Period: time.Second},
-					Tenant: ratelimit.Rate{Limit: 20000, Period: time.Second}}
 				p.Credential, p.Rate = "k_bench", &domain.RateInfo{}
-			}
-			st, err := store.New(rdb, o)
-			if err != nil {
-				b.Fatal(err)
 			}
 			ctx := context.Background()
 			b.ReportAllocs()
@@ -151,21 +162,10 @@ func BenchmarkTransitionGoSide(b *testing.B) {
 		`{"percent":40,"message":"page 6 of 14"}`, result.String(), "", "", "", ""}, "\x1f")
 	for _, counted := range []bool{false, true} {
 		b.Run("counted="+strconv.FormatBool(counted), func(b *testing.B) {
-			rdb := redis.NewClient(&redis.Options{Dialer: func(context.Context, string, string) (net.Conn, error) {
-				b.Fatal("dialled")
-				return nil, nil
-			}})
-			rdb.AddHook(cannedRedis{rec: rec})
-			o := store.Options{}
+			st := goSideStore(b, cannedRedis{rec: rec}, counted)
 			p := domain.TransitionParams{Call: domain.Call{Tenant: "acme", By: "k_bench"}, ID: id}
 			if counted {
-				o.RateLimits = &ratelimit.Rates{Write: ratelimit.Rate{Limit: 10000, Period: time.Second},
-					Tenant: ratelimit.Rate{Limit: 20000, Period: time.Second}}
 				p.Credential, p.Rate = "k_bench", &domain.RateInfo{}
-			}
-			st, err := store.New(rdb, o)
-			if err != nil {
-				b.Fatal(err)
 			}
 			ctx := context.Background()
 			b.ReportAllocs()
