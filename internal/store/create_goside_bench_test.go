@@ -109,18 +109,12 @@ func BenchmarkCreateGoSide(b *testing.B) {
 				p.Credential, p.Rate = "k_bench", &domain.RateInfo{}
 			}
 			ctx := context.Background()
-			b.ReportAllocs()
-			b.ResetTimer()
-			cpu0 := cpuTime()
-			for i := 0; i < b.N; i++ {
+			perCall(b, func(i int) {
 				p.IdemKey = domain.IdempotencyKey("idem-" + strconv.Itoa(i))
 				if _, _, err := st.Create(ctx, p); err != nil {
 					b.Fatal(err)
 				}
-			}
-			// CPU time, not wall time: the machine is shared, and a
-			// neighbour's load stretches the wall clock far more.
-			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+			})
 		})
 	}
 }
@@ -168,10 +162,7 @@ func BenchmarkTransitionGoSide(b *testing.B) {
 				p.Credential, p.Rate = "k_bench", &domain.RateInfo{}
 			}
 			ctx := context.Background()
-			b.ReportAllocs()
-			b.ResetTimer()
-			cpu0 := cpuTime()
-			for i := 0; i < b.N; i++ {
+			perCall(b, func(i int) {
 				p.IdemKey = domain.IdempotencyKey("idem-" + strconv.Itoa(i))
 				req, err := st.Complete(ctx, p, in)
 				if err != nil {
@@ -180,10 +171,22 @@ func BenchmarkTransitionGoSide(b *testing.B) {
 				if req.Status != domain.StatusSucceeded {
 					b.Fatalf("status %s", req.Status)
 				}
-			}
-			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+			})
 		})
 	}
+}
+
+// perCall runs call b.N times (i: the iteration) and reports its
+// allocations and CPU time per call: CPU time, not wall time, as the machine
+// is shared, and a neighbour's load stretches the wall clock far more.
+func perCall(b *testing.B, call func(i int)) {
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for i := 0; i < b.N; i++ {
+		call(i)
+	}
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 }
 
 // cpuTime is the CPU time (user and system) this process has used, in ns.
