@@ -228,6 +228,18 @@ type harness struct {
 	report *Report
 }
 
+// exitedLogs is, for each server whose process has ended, its exit and the
+// end of its log: a scenario that fails on a refused connection says why.
+func (h *harness) exitedLogs() string {
+	var b strings.Builder
+	for _, s := range h.all {
+		if s.p != nil && s.p.exited() {
+			fmt.Fprintf(&b, "\n%s exited (%v):\n%s", s.name, s.p.waitErr, s.p.logTail(40))
+		}
+	}
+	return b.String()
+}
+
 // wanted reports whether the scenario is to run (Config.Only).
 func (h *harness) wanted(name string) bool {
 	if len(h.cfg.Only) == 0 {
@@ -286,7 +298,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 			continue
 		}
 		if err := h.runScenario(ctx, sc); err != nil {
-			return nil, fmt.Errorf("%s: %w", sc.name, err)
+			return nil, fmt.Errorf("%s: %w%s", sc.name, err, h.exitedLogs())
 		}
 		if sc.name == scenarioCreate {
 			if err := h.measureIdempotency(ctx); err != nil {
