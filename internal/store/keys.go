@@ -216,21 +216,20 @@ func (k keys) changeLog(tag string) string { return k.prefix + ":" + tag + ":cl"
 // keys method of the same name spells for the tag
 // (TestTagKeysSpellTheKeys).
 type tagKeys struct {
-	tag string
 	// recordPrefix, pacingPrefix and idempotencyPrefix are record, pacing
 	// and idempotency without their last part (the id, the digest);
-	// indexPrefix is index's and labelIndexPrefix's.
+	// indexPrefix is what index appends a status and a type to.
 	recordPrefix, pacingPrefix, idempotencyPrefix, indexPrefix string
 
 	meta, deadlines, retentionBuckets, webhookFilter, outbox, audit, changes any
-	// the prefixes the scripts take in ARGV
+	// the prefixes the scripts take in ARGV (indexPrefixArg is indexPrefix
+	// boxed)
 	indexPrefixArg, labelIndexPrefix, indexHeads, retentionBucketPrefix any
 }
 
 // forTag spells the keys of tagKeys for hash tag tag.
 func (k keys) forTag(tag string) *tagKeys {
 	return &tagKeys{
-		tag:                   tag,
 		recordPrefix:          k.recordPrefix(tag),
 		pacingPrefix:          k.pacing(tag, ""),
 		idempotencyPrefix:     k.idempotency(tag, ""),

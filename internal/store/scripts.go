@@ -27,10 +27,9 @@ type script struct {
 	// they wait for replicas, and one that may have run unanswered is
 	// "outcome unknown").
 	ack bool
-	// src is the script's text, for EVAL after a NOSCRIPT.
-	src string
-	// sha and text are the script's SHA1 and src boxed once, at load: every
-	// call's command holds one of them, and boxing a string allocates.
+	// sha is the script's SHA1 and text its source (for EVAL after a
+	// NOSCRIPT), each boxed once, at load: every call's command holds one
+	// of them, and boxing a string allocates.
 	sha, text any
 }
 
@@ -82,7 +81,7 @@ func loadScripts(consts []luaConst) (scripts, error) {
 			return scripts{}, err
 		}
 		rs := redis.NewScript(src)
-		*x.slot(&s) = &script{Script: rs, name: strings.TrimSuffix(x.file, ".lua"), ack: x.ack, src: src,
+		*x.slot(&s) = &script{Script: rs, name: strings.TrimSuffix(x.file, ".lua"), ack: x.ack,
 			sha: rs.Hash(), text: src}
 	}
 	return s, nil
