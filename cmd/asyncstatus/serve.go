@@ -7,7 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"runtime"
+	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -45,6 +45,8 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		cfg.Log.Format = logFormat
 	}
 	procs := setMaxProcs(cfg.Runtime.MaxProcs)
+	gcPercent := setGCPercent(cfg.Runtime.GCPercent, getenv)
+	memLimit := setMemoryLimit(cfg.Runtime.MemoryLimitBytes, getenv, os.DirFS("/"))
 	// The access log (one line per request) is buffered, so that a request does
 	// not cost a write system call of its own (docs/performance.md, "Why the hot
 	// path looks as it does"). A crash loses at most accessLogFlush of access
@@ -130,7 +132,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	listeners = append(listeners, ao.Listener)
-	log.Info("listening", "addr", ao.Listener.Addr().String(), "version", build.Version, "revision", build.Revision, "modified", build.Modified, "max_procs", procs)
+	log.Info("listening", "addr", ao.Listener.Addr().String(), "version", build.Version, "revision", build.Revision, "modified", build.Modified, "max_procs", procs, "gc_percent", gcPercent, "memory_limit_bytes", memLimit)
 	if ao.MetricsListener, err = listenMetrics(cfg, log); err != nil {
 		closeListeners()
 		return err
@@ -185,19 +187,6 @@ func listenAPI(cfg config.Config, log *slog.Logger) (net.Listener, error) {
 func printEmbeddedBanner(stdout io.Writer, api net.Addr, key, console string) {
 	fmt.Fprintf(stdout, "\n  EMBEDDED STORE - data lives only as long as this process.\n  API: %s\n  Demo API key (tenant demo, scopes read,write,admin):\n\n%s\n\n%s",
 		consoleURL(api), key, console)
-}
-
-// setMaxProcs applies runtime.max_procs (0 keeps Go's choice) and returns the
-// GOMAXPROCS serve runs with. It comes before the Redis clients are made, whose
-// default pool size follows GOMAXPROCS. Fewer CPUs can serve more: on a machine
-// shared with Redis, one P keeps the goroutines that hand a call to each other
-// (a request, the autopipeliner, the reply) on one thread (docs/performance.md,
-// item 16).
-func setMaxProcs(n int) int {
-	if n > 0 {
-		runtime.GOMAXPROCS(n)
-	}
-	return runtime.GOMAXPROCS(0)
 }
 
 // The access log's buffer: flushed at least every accessLogFlush (what a crash

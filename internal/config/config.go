@@ -312,6 +312,21 @@ type Runtime struct {
 	// 0 leaves Go's choice: every CPU the process may use, a container's CPU
 	// limit and a GOMAXPROCS environment variable included. default: 0.
 	MaxProcs int `yaml:"max_procs"`
+	// GCPercent is the garbage collector's target (GOGC): a collection starts
+	// once the heap has grown this many per cent over what the last one left.
+	// asyncstatus keeps little live (a few MB), so at Go's 100 it collected
+	// many times a second under load; 400 spends that CPU on answers for some
+	// MB of heap (docs/operations.md, "Memory and the garbage collector").
+	// 0 leaves Go's choice (100). A GOGC environment variable wins over
+	// this key. default: 400.
+	GCPercent int `yaml:"gc_percent"`
+	// MemoryLimitBytes is the Go runtime's soft memory limit (GOMEMLIMIT):
+	// near it the collector runs more often, whatever GCPercent says. 0 sets
+	// 90% of the memory.max of the cgroup serve runs in (a container's
+	// memory limit, a systemd unit's MemoryMax) when it has one, else none;
+	// -1 none. A GOMEMLIMIT environment variable wins over this key.
+	// default: 0.
+	MemoryLimitBytes int64 `yaml:"memory_limit_bytes"`
 }
 
 // Console is the operator console (docs/reference.md §14, docs/console.md).

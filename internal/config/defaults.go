@@ -77,6 +77,7 @@ func Defaults() Config {
 			Format: "json",
 			Level:  "info",
 		},
+		Runtime: Runtime{GCPercent: 400},
 		Console: Console{
 			Addr:       "127.0.0.1:8081",
 			SessionTTL: defaults.ConsoleSessionTTL,

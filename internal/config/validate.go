@@ -87,6 +87,12 @@ func (c *Config) Validate() error {
 	if c.Runtime.MaxProcs < 0 {
 		p.add("runtime.max_procs", "must be >= 0 (0: Go's default), got %d", c.Runtime.MaxProcs)
 	}
+	if c.Runtime.GCPercent < 0 {
+		p.add("runtime.gc_percent", "must be >= 0 (0: Go's default, 100), got %d", c.Runtime.GCPercent)
+	}
+	if c.Runtime.MemoryLimitBytes < -1 {
+		p.add("runtime.memory_limit_bytes", "must be -1 (none), 0 (from the cgroup's memory.max) or a number of bytes, got %d", c.Runtime.MemoryLimitBytes)
+	}
 	switch c.Log.Format {
 	case "json", "text":
 	default:
