@@ -6,6 +6,7 @@ import (
 	"path"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -65,32 +66,44 @@ func setMemoryLimit(n int64, getenv func(string) string, root fs.FS) int64 {
 	return -1
 }
 
-// cgroupMemoryMax is the memory.max (bytes) of the cgroup v2 this process is
-// in, as root (the file system's root) shows it: the cgroup named by
-// /proc/self/cgroup's "0::" line, else the cgroup file system's root, which
-// inside a container's cgroup namespace is the container's own. 0 when there
-// is none ("max"), no cgroup v2, or nothing readable.
+// cgroupMemoryMax is the memory limit (bytes) of the cgroup this process is
+// in, as root (the file system's root) shows it. cgroup v2: memory.max of the
+// cgroup named by /proc/self/cgroup's "0::" line, else of the cgroup file
+// system's root, which inside a container's cgroup namespace is the
+// container's own. cgroup v1 (older hosts): memory.limit_in_bytes, the same
+// way, under the memory controller's hierarchy. 0 when there is none ("max",
+// or v1's page-counter maximum), or nothing readable.
 func cgroupMemoryMax(root fs.FS) int64 {
-	var dirs []string
+	var files []string
 	if b, err := fs.ReadFile(root, "proc/self/cgroup"); err == nil {
 		for line := range strings.SplitSeq(string(b), "\n") {
-			if p, ok := strings.CutPrefix(line, "0::"); ok {
-				dirs = append(dirs, path.Join("sys/fs/cgroup", strings.Trim(p, "/")))
-				break
+			// "hierarchy-id:controllers:path"; v2's is "0::path"
+			id, rest, _ := strings.Cut(line, ":")
+			controllers, p, ok := strings.Cut(rest, ":")
+			switch {
+			case !ok:
+			case id == "0" && controllers == "":
+				files = append(files, path.Join("sys/fs/cgroup", strings.Trim(p, "/"), "memory.max"))
+			case slices.Contains(strings.Split(controllers, ","), "memory"):
+				files = append(files, path.Join("sys/fs/cgroup/memory", strings.Trim(p, "/"), "memory.limit_in_bytes"))
 			}
 		}
 	}
-	dirs = append(dirs, "sys/fs/cgroup")
-	for _, d := range dirs {
-		b, err := fs.ReadFile(root, path.Join(d, "memory.max"))
+	files = append(files, "sys/fs/cgroup/memory.max", "sys/fs/cgroup/memory/memory.limit_in_bytes")
+	for _, f := range files {
+		b, err := fs.ReadFile(root, f)
 		if err != nil {
 			continue
 		}
 		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-		if err != nil || n <= 0 {
+		if err != nil || n <= 0 || n >= noV1Limit {
 			return 0 // "max": this cgroup has no limit
 		}
 		return n
 	}
 	return 0
 }
+
+// noV1Limit: cgroup v1 says "no limit" with the page counter's maximum in
+// bytes (9223372036854771712 with 4 KiB pages); no real limit comes near.
+const noV1Limit = 1 << 62

@@ -323,7 +323,8 @@ type Runtime struct {
 	// MemoryLimitBytes is the Go runtime's soft memory limit (GOMEMLIMIT):
 	// near it the collector runs more often, whatever GCPercent says. 0 sets
 	// 90% of the memory.max of the cgroup serve runs in (a container's
-	// memory limit, a systemd unit's MemoryMax) when it has one, else none;
+	// memory limit, a systemd unit's MemoryMax; memory.limit_in_bytes on
+	// cgroup v1) when it has one, else none;
 	// -1 none. A GOMEMLIMIT environment variable wins over this key.
 	// default: 0.
 	MemoryLimitBytes int64 `yaml:"memory_limit_bytes"`
