@@ -9,9 +9,10 @@ import (
 	"testing/fstest"
 )
 
-// TestCgroupMemoryMax: the limit is read from the process's own cgroup v2,
-// else from the cgroup file system's root (a container's namespace); none
-// when it says max, or there is no cgroup v2.
+// TestCgroupMemoryMax: the limit is read from the process's own cgroup (v2's
+// memory.max, v1's memory.limit_in_bytes), else from the cgroup file system's
+// root (a container's namespace); none when it says max (v1: the page
+// counter's maximum), or nothing is readable.
 func TestCgroupMemoryMax(t *testing.T) {
 	file := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s)} }
 	for _, c := range []struct {

@@ -316,7 +316,7 @@ type Runtime struct {
 	// once the heap has grown this many per cent over what the last one left.
 	// asyncstatus keeps little live (a few MB), so at Go's 100 it collected
 	// many times a second under load; 400 spends that CPU on answers for some
-	// MB of heap (docs/operations.md, "Memory and the garbage collector").
+	// tens of MB of heap (docs/operations.md, "Memory and the garbage collector").
 	// 0 leaves Go's choice (100). A GOGC environment variable wins over
 	// this key. default: 400.
 	GCPercent int `yaml:"gc_percent"`
