@@ -94,12 +94,17 @@ func (c *conn) writeBehind() {
 			return
 		}
 		c.mu.Lock()
+		if len(c.out) == 0 {
+			// A wake-up for bytes an earlier round already sent. Swapping
+			// here would hand writers spare while it is also c.out's next
+			// array, and the round after would send spare while they
+			// append into it.
+			c.mu.Unlock()
+			continue
+		}
 		out := c.out
 		c.out = spare[:0]
 		c.mu.Unlock()
-		if len(out) == 0 {
-			continue
-		}
 		if _, err := c.Conn.Write(out); err != nil {
 			c.mu.Lock()
 			c.outErr = err
