@@ -69,10 +69,10 @@ func TestBuffered(t *testing.T) {
 }
 
 // TestBufferedKeepsOrderUnderConcurrentWrites: small writes made while the
-// write-behind pump is busy (and while it wakes to find nothing new) arrive
-// whole and in order. The pump once handed the peer a buffer that the next
-// writes appended into (after a wake-up with nothing to send); the peer then
-// read bytes that were being overwritten (a data race, and a garbled stream).
+// write-behind pump is busy, and while it wakes to find nothing new, arrive
+// whole and in order: the buffer the pump hands the peer is never the one
+// writers append into (if it were, the peer would read bytes being
+// overwritten, and this stream of counters would arrive garbled).
 func TestBufferedKeepsOrderUnderConcurrentWrites(t *testing.T) {
 	a, b := net.Pipe()
 	c := memconn.Buffered(a)
