@@ -14,7 +14,7 @@ import (
 // follows the new master without a restart, and no write it acknowledged is
 // lost (WAIT 1 made sure the replica had each one). As on the cluster, writes
 // answer 503 from the kill until the promoted master has a replica again: the
-// old master, restarted, which the sentinels turn into its replica.
+// old master, restarted as its replica once every sentinel names it.
 func TestSentinelFailover(t *testing.T) {
 	const waitTimeout = 500 * time.Millisecond
 	master := testenv.StartRedisProcess(t, "--repl-diskless-sync-delay", "0")
@@ -46,8 +46,13 @@ func TestSentinelFailover(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	promoted := time.Now()
+	if err := sentinels.WaitMaster(replica.Addr(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	time.Sleep(time.Second)
-	master.Restart() // the sentinels make it a replica of the new master
+	// Back as a replica of the new master, as a master without persistence
+	// must come back (testenv.RestartAsReplicaOf says why).
+	master.RestartAsReplicaOf(replica.Addr())
 	rejoined := time.Now()
 	l.waitWrites(t, rejoined, 30*time.Second)
 	time.Sleep(time.Second)

@@ -68,8 +68,12 @@ func TestHistorySentinel(t *testing.T) {
 					time.Sleep(50 * time.Millisecond)
 				}
 				promoted := time.Now()
+				if err := sentinels.WaitMaster(replica.Addr(), 10*time.Second); err != nil {
+					t.Error(err)
+					return
+				}
 				time.Sleep(time.Second)
-				master.Restart() // the sentinels make it a replica of the new master
+				master.RestartAsReplicaOf(replica.Addr()) // testenv says why not as a master
 				w.rec.fault(Window{Serve: -1, From: from, To: time.Now().Add(2 * time.Second), What: "sentinel-failover"})
 				t.Logf("replication cut at %s, master killed 2s later, replica promoted %s after the kill",
 					from.Format("15:04:05.000"), promoted.Sub(from.Add(2*time.Second)).Round(time.Millisecond))

@@ -241,17 +241,49 @@ func (s *Sentinels) Addrs() []string { return append([]string(nil), s.addrs...) 
 // Master returns the master's address as the first sentinel that answers sees
 // it, or "".
 func (s *Sentinels) Master() string {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
 	for _, a := range s.addrs {
-		c := redis.NewSentinelClient(&redis.Options{Addr: a, DisableIdentity: true})
-		v, err := c.GetMasterAddrByName(ctx, s.master).Result()
-		c.Close()
-		if err == nil && len(v) == 2 {
-			return v[0] + ":" + v[1]
+		if m := s.masterOf(a); m != "" {
+			return m
 		}
 	}
 	return ""
+}
+
+// WaitMaster waits until every sentinel names addr as the master, and says
+// which do not when that takes longer than timeout. One sentinel reports a promotion
+// before the others have heard of it; an operator (or a test) that acts on the
+// first report acts on a configuration a majority may not share yet.
+func (s *Sentinels) WaitMaster(addr string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var stale []string
+		for _, a := range s.addrs {
+			if m := s.masterOf(a); m != addr {
+				stale = append(stale, fmt.Sprintf("%s names %q", a, m))
+			}
+		}
+		if len(stale) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the sentinels did not all name %s as the master within %s: %s",
+				addr, timeout, strings.Join(stale, ", "))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// masterOf returns the master's address as the sentinel at addr sees it, or "".
+func (s *Sentinels) masterOf(addr string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c := redis.NewSentinelClient(&redis.Options{Addr: addr, DisableIdentity: true})
+	defer c.Close()
+	v, err := c.GetMasterAddrByName(ctx, s.master).Result()
+	if err != nil || len(v) != 2 {
+		return ""
+	}
+	return v[0] + ":" + v[1]
 }
 
 // startSentinel starts one sentinel on a free port and waits until it answers.
@@ -285,6 +317,19 @@ func startSentinel(tb testing.TB, bin, master, host, port string, quorum int) (s
 	go func() { _ = cmd.Wait(); close(done) }()
 	stop := func() { _ = cmd.Process.Kill(); <-done }
 	addr := fmt.Sprintf("127.0.0.1:%d", p)
+	dump := func() {
+		stop()
+		// The sentinels' log is the only account of who promoted whom, and
+		// when; keep it when the test fails.
+		if tb.Failed() {
+			b, _ := os.ReadFile(logPath)
+			lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+			if len(lines) > 60 {
+				lines = lines[len(lines)-60:]
+			}
+			tb.Logf("--- last lines of sentinel %s ---\n%s", addr, strings.Join(lines, "\n"))
+		}
+	}
 	if err := waitPing(addr, done, startTimeout); err != nil {
 		stop()
 		b, _ := os.ReadFile(logPath)
@@ -294,6 +339,6 @@ func startSentinel(tb testing.TB, bin, master, host, port string, quorum int) (s
 		stop() // someone else answers on that port
 		return "", fmt.Errorf("on %s: %w: the server answering there has pid %d (%v)", addr, errPortTaken, pid, err)
 	}
-	tb.Cleanup(stop)
+	tb.Cleanup(dump)
 	return addr, nil
 }

@@ -336,7 +336,14 @@ func StartRedisProcess(tb testing.TB, args ...string) *Process {
 	if err != nil {
 		tb.Fatalf("testenv.StartRedisProcess: %v", err)
 	}
-	tb.Cleanup(s.kill) // runs before the TempDir is removed
+	tb.Cleanup(func() {
+		s.kill()
+		// A failed fault test is often about what Redis did (a promotion, a
+		// full resynchronisation); its log is gone with the TempDir otherwise.
+		if tb.Failed() {
+			tb.Logf("--- last lines of redis-server %s (%s) ---\n%s", s.addr(), strings.Join(args, " "), s.logTail(40))
+		}
+	}) // runs before the TempDir is removed
 	return &Process{tb: tb, s: s}
 }
 
@@ -392,6 +399,26 @@ func (p *Process) Resume() {
 	p.tb.Helper()
 	if err := p.s.signal(syscall.SIGCONT); err != nil {
 		p.tb.Fatalf("testenv: Resume: %v", err)
+	}
+}
+
+// RestartAsReplicaOf is Restart with the server made a replica of master
+// ("host:port") from its first moment, for this and every later start. It is
+// how a dead master without persistence must come back under Sentinel: started
+// as a master, it answers empty, and a sentinel that has not yet learned of the
+// promotion can make the promoted replica follow it and so wipe every write.
+func (p *Process) RestartAsReplicaOf(master string) {
+	p.tb.Helper()
+	host, port, err := net.SplitHostPort(master)
+	if err != nil {
+		p.tb.Fatalf("testenv: RestartAsReplicaOf: %v", err)
+	}
+	p.s.kill()
+	p.s.mu.Lock()
+	p.s.extra = append(slices.Clone(p.s.extra), "--replicaof", host, port) // later arguments win
+	p.s.mu.Unlock()
+	if err := p.s.start(restartTimeout); err != nil {
+		p.tb.Fatalf("testenv: RestartAsReplicaOf: %v", err)
 	}
 }
 
