@@ -61,7 +61,7 @@ func StartCluster(tb testing.TB, args ...string) *ClusterProcs {
 		if err != nil {
 			tb.Fatalf("testenv.StartCluster: node %d: %v", i, err)
 		}
-		tb.Cleanup(s.kill) // runs before the TempDir is removed
+		s.stopWith(tb)
 		c.nodes = append(c.nodes, &Process{tb: tb, s: s})
 	}
 
@@ -250,9 +250,9 @@ func (s *Sentinels) Master() string {
 }
 
 // WaitMaster waits until every sentinel names addr as the master, and says
-// which do not when that takes longer than timeout. One sentinel reports a promotion
-// before the others have heard of it; an operator (or a test) that acts on the
-// first report acts on a configuration a majority may not share yet.
+// which do not when that takes longer than timeout. One sentinel reports a
+// promotion before the others have heard of it; an operator (or a test) that
+// acts on the first report acts on a configuration the others may not share.
 func (s *Sentinels) WaitMaster(addr string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
@@ -322,12 +322,7 @@ func startSentinel(tb testing.TB, bin, master, host, port string, quorum int) (s
 		// The sentinels' log is the only account of who promoted whom, and
 		// when; keep it when the test fails.
 		if tb.Failed() {
-			b, _ := os.ReadFile(logPath)
-			lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-			if len(lines) > 60 {
-				lines = lines[len(lines)-60:]
-			}
-			tb.Logf("--- last lines of sentinel %s ---\n%s", addr, strings.Join(lines, "\n"))
+			tb.Logf("--- last lines of sentinel %s ---\n%s", addr, fileTail(logPath, 60))
 		}
 	}
 	if err := waitPing(addr, done, startTimeout); err != nil {

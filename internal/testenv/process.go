@@ -179,8 +179,11 @@ func (s *server) signal(sig os.Signal) error {
 	return s.cmd.Process.Signal(sig)
 }
 
-func (s *server) logTail(n int) string {
-	b, err := os.ReadFile(s.logPath())
+func (s *server) logTail(n int) string { return fileTail(s.logPath(), n) }
+
+// fileTail returns the last n lines of the file at path.
+func fileTail(path string, n int) string {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return "(no log: " + err.Error() + ")"
 	}
@@ -189,6 +192,22 @@ func (s *server) logTail(n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// stopWith kills the server when tb ends, before its TempDir is removed, and
+// if tb failed logs the server's last lines first: a failed fault test is
+// often about what Redis did (a promotion, a full resynchronisation), and the
+// log is gone with the TempDir otherwise.
+func (s *server) stopWith(tb testing.TB) {
+	tb.Cleanup(func() {
+		s.kill()
+		if tb.Failed() {
+			s.mu.Lock()
+			extra := strings.Join(s.extra, " ")
+			s.mu.Unlock()
+			tb.Logf("--- last lines of redis-server %s (%s) ---\n%s", s.addr(), extra, s.logTail(40))
+		}
+	})
 }
 
 // portTaken reports whether the last start failed because a port was in use.
@@ -336,14 +355,7 @@ func StartRedisProcess(tb testing.TB, args ...string) *Process {
 	if err != nil {
 		tb.Fatalf("testenv.StartRedisProcess: %v", err)
 	}
-	tb.Cleanup(func() {
-		s.kill()
-		// A failed fault test is often about what Redis did (a promotion, a
-		// full resynchronisation); its log is gone with the TempDir otherwise.
-		if tb.Failed() {
-			tb.Logf("--- last lines of redis-server %s (%s) ---\n%s", s.addr(), strings.Join(args, " "), s.logTail(40))
-		}
-	}) // runs before the TempDir is removed
+	s.stopWith(tb)
 	return &Process{tb: tb, s: s}
 }
 
@@ -361,7 +373,7 @@ func StartRedisUnder(tb testing.TB, wrap []string, args ...string) *Process {
 	if err != nil {
 		tb.Fatalf("testenv.StartRedisUnder: %v", err)
 	}
-	tb.Cleanup(s.kill)
+	s.stopWith(tb)
 	return &Process{tb: tb, s: s}
 }
 
